@@ -1,0 +1,130 @@
+//! Element types of tensors: float, integer and ggml's block-quantized formats.
+
+use crate::{Error, Result};
+
+/// The element type of a tensor.
+///
+/// Quantized types store `block_elems()` values in `block_bytes()` bytes; a row
+/// of such a tensor is a whole number of blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// IEEE half float.
+    F16,
+    /// 32 values: f16 scale + 16 bytes of 4-bit values, offset 8.
+    Q4_0,
+    /// 32 values: f16 scale + f16 minimum + 16 bytes of 4-bit values.
+    Q4_1,
+    /// 32 values: f16 scale + 32 signed bytes.
+    Q8_0,
+    /// 256 values: 6-bit values in 16 groups with 8-bit scales, f16 super-scale.
+    Q6K,
+    /// 32-bit signed integer (token ids, positions, row indices).
+    I32,
+}
+
+impl DType {
+    /// Every type wginfer knows.
+    pub const ALL: [DType; 7] = [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q8_0,
+        DType::Q6K,
+        DType::I32,
+    ];
+
+    /// Number of values in one block (1 for plain types).
+    pub const fn block_elems(self) -> usize {
+        match self {
+            DType::F32 | DType::F16 | DType::I32 => 1,
+            DType::Q4_0 | DType::Q4_1 | DType::Q8_0 => 32,
+            DType::Q6K => 256,
+        }
+    }
+
+    /// Bytes of one block.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F16 => 2,
+            DType::Q4_0 => 18,
+            DType::Q4_1 => 20,
+            DType::Q8_0 => 34,
+            DType::Q6K => 210,
+        }
+    }
+
+    /// Whether values are stored in quantized blocks.
+    pub const fn is_quantized(self) -> bool {
+        self.block_elems() > 1
+    }
+
+    /// ggml's type id, as stored in GGUF tensor infos.
+    pub const fn ggml_id(self) -> u32 {
+        match self {
+            DType::F32 => 0,
+            DType::F16 => 1,
+            DType::Q4_0 => 2,
+            DType::Q4_1 => 3,
+            DType::Q8_0 => 8,
+            DType::Q6K => 14,
+            DType::I32 => 26,
+        }
+    }
+
+    /// The type for a ggml type id, or `None` if wginfer does not support it.
+    pub fn from_ggml_id(id: u32) -> Option<DType> {
+        DType::ALL.into_iter().find(|t| t.ggml_id() == id)
+    }
+
+    /// ggml's name for the type (`f32`, `q4_0`, `q6_K`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::Q4_0 => "q4_0",
+            DType::Q4_1 => "q4_1",
+            DType::Q8_0 => "q8_0",
+            DType::Q6K => "q6_K",
+            DType::I32 => "i32",
+        }
+    }
+
+    /// Bytes of a row of `n` values; an error if `n` is not a whole number of blocks.
+    pub fn row_bytes(self, n: usize) -> Result<usize> {
+        if n % self.block_elems() != 0 {
+            return Err(Error::shape(format!(
+                "a {} row of {n} values is not a whole number of {}-value blocks",
+                self.name(),
+                self.block_elems()
+            )));
+        }
+        (n / self.block_elems())
+            .checked_mul(self.block_bytes())
+            .ok_or_else(|| Error::shape(format!("row of {n} {} values overflows", self.name())))
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_sizes_match_ggml() {
+        for t in DType::ALL {
+            assert_eq!(DType::from_ggml_id(t.ggml_id()), Some(t));
+        }
+        assert_eq!(DType::from_ggml_id(10), None); // q2_K: not supported
+        assert_eq!(DType::Q6K.row_bytes(512).unwrap(), 420);
+        assert!(DType::Q4_0.row_bytes(33).is_err());
+    }
+}

@@ -1,0 +1,17 @@
+//! wginfer: LLM inference and general tensor graphs on any GPU through `wgpu`.
+//!
+//! The crate is a port of llama.cpp's Kompute (Vulkan) backend: a ggml-style
+//! tensor [`graph`], a [`backend`] trait with a CPU reference implementation,
+//! ggml's block-[`quant`] formats and [`gguf`] model files.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod dtype;
+pub mod error;
+pub mod gguf;
+pub mod graph;
+pub mod quant;
+pub mod tensor;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
