@@ -95,7 +95,7 @@ impl DType {
 
     /// Bytes of a row of `n` values; an error if `n` is not a whole number of blocks.
     pub fn row_bytes(self, n: usize) -> Result<usize> {
-        if n % self.block_elems() != 0 {
+        if !n.is_multiple_of(self.block_elems()) {
             return Err(Error::shape(format!(
                 "a {} row of {n} values is not a whole number of {}-value blocks",
                 self.name(),

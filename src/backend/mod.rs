@@ -1,1 +1,79 @@
-//! (in progress)
+//! The backend interface (ggml_backend's, in Rust): buffers, transfers,
+//! op support and graph execution. Implemented by [`cpu::CpuBackend`], the
+//! reference, and by the wgpu backend.
+
+pub mod cpu;
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::graph::{Graph, TensorId};
+use crate::Result;
+
+/// What a buffer will hold; a backend may place them differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BufferUsage {
+    /// Model weights: written once, read by every graph.
+    Weights,
+    /// Activations, caches and inputs: read and written by graphs.
+    Compute,
+}
+
+/// Memory owned by one backend. Obtain one from [`Backend::alloc_buffer`].
+pub trait BackendBuffer: Send + Sync {
+    /// Size in bytes.
+    fn size(&self) -> usize;
+    /// What the buffer was allocated for.
+    fn usage(&self) -> BufferUsage;
+    /// Name of the backend that owns it.
+    fn backend_name(&self) -> &str;
+    /// For the owning backend to recover its concrete type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A shared handle to a backend buffer.
+pub type BufferHandle = Arc<dyn BackendBuffer>;
+
+/// A device that stores tensors and computes graph nodes.
+///
+/// The trait is object-safe: schedulers hold `Box<dyn Backend>`s.
+pub trait Backend: Send + Sync {
+    /// Human-readable name (`"cpu"`, or the adapter's name).
+    fn name(&self) -> &str;
+
+    /// Alignment in bytes that tensor offsets inside a buffer must have.
+    fn alignment(&self) -> usize;
+
+    /// Largest buffer [`Backend::alloc_buffer`] can return.
+    fn max_buffer_size(&self) -> usize;
+
+    /// Allocates `size` bytes. Failure is an [`crate::Error::OutOfMemory`], never a panic.
+    fn alloc_buffer(&self, size: usize, usage: BufferUsage) -> Result<BufferHandle>;
+
+    /// Copies `data` into `buffer` at `offset`.
+    fn write_buffer(&self, buffer: &BufferHandle, offset: usize, data: &[u8]) -> Result<()>;
+
+    /// Copies bytes of `buffer` from `offset` into `out`.
+    fn read_buffer(&self, buffer: &BufferHandle, offset: usize, out: &mut [u8]) -> Result<()>;
+
+    /// Whether this backend can compute `node` of `graph` (its op, types and layouts).
+    fn supports_op(&self, graph: &Graph, node: TensorId) -> bool;
+
+    /// Computes `nodes` (a split, in order). Every node's storage and every
+    /// source's storage must live in this backend's buffers.
+    fn compute(&self, graph: &Graph, nodes: &[TensorId]) -> Result<()>;
+
+    /// Waits until all submitted work has finished.
+    fn synchronize(&self) -> Result<()>;
+}
+
+/// Checks that `offset..offset + len` lies inside a buffer of `size` bytes.
+pub(crate) fn check_range(backend: &str, size: usize, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(crate::Error::Backend {
+            backend: backend.to_string(),
+            msg: format!("access of {len} bytes at offset {offset} is outside the {size}-byte buffer"),
+        }),
+    }
+}

@@ -1,1 +1,269 @@
-//! (in progress)
+//! A ggml-style tensor graph: nodes in topological order, each an [`Op`] over
+//! earlier nodes, with a [`Layout`] and, once bound or allocated, the bytes it
+//! lives in.
+//!
+//! ```
+//! use wginfer::{backend::{Backend, cpu::CpuBackend}, graph::Graph, DType};
+//! # fn main() -> wginfer::Result<()> {
+//! let mut g = Graph::new();
+//! let x = g.input("x", DType::F32, &[4])?;
+//! let y = g.silu(x)?;
+//! let y = g.scale(y, 2.0)?;
+//! g.set_output(y);
+//! let cpu = CpuBackend::new();
+//! g.allocate(&cpu)?;
+//! g.write_f32(&cpu, x, &[0.0, 1.0, -1.0, 2.0])?;
+//! cpu.compute(&g, &g.compute_order())?;
+//! let out = g.read_f32(&cpu, y)?;
+//! assert!((out[1] - 2.0 * 0.7310586).abs() < 1e-6);
+//! # Ok(()) }
+//! ```
+
+mod alloc;
+mod build;
+pub mod op;
+
+pub use alloc::{plan_allocation, AllocationPlan};
+pub use op::{Op, RopeMode, RopeParams};
+
+use crate::backend::{Backend, BufferHandle};
+use crate::tensor::{Layout, MAX_DIMS};
+use crate::{DType, Error, Result};
+
+/// Index of a node in its [`Graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub usize);
+
+/// Where a tensor's bytes are: a backend buffer and a byte offset into it.
+#[derive(Clone)]
+pub struct TensorData {
+    /// The buffer holding the bytes.
+    pub buffer: BufferHandle,
+    /// Offset of the tensor's first byte.
+    pub offset: usize,
+}
+
+impl std::fmt::Debug for TensorData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TensorData({} bytes @ {})", self.buffer.size(), self.offset)
+    }
+}
+
+/// One tensor of a graph: an input, a view, or the result of an op.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Name for logs and lookups.
+    pub name: String,
+    /// What computes it.
+    pub op: Op,
+    /// Source tensors, all earlier in the graph.
+    pub src: Vec<TensorId>,
+    /// Shape, strides and type.
+    pub layout: Layout,
+    /// When set, the node's bytes are those of another node at a byte offset
+    /// (views, and copies into an existing tensor).
+    pub view_of: Option<(TensorId, usize)>,
+    /// Own storage, for nodes that are not views: bound by the caller or allocated.
+    pub data: Option<TensorData>,
+    /// Kept alive until the end of the graph (the allocator never reuses it).
+    pub is_output: bool,
+}
+
+/// A graph of tensor operations, in the order they are computed.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    nodes: Vec<Node>,
+}
+
+/// Pads a shape of 1 to 4 dimensions with ones.
+pub fn shape4(ne: &[usize]) -> Result<[usize; MAX_DIMS]> {
+    if ne.is_empty() || ne.len() > MAX_DIMS {
+        return Err(Error::shape(format!("{} dimensions; 1 to 4 are allowed", ne.len())));
+    }
+    let mut out = [1; MAX_DIMS];
+    out[..ne.len()].copy_from_slice(ne);
+    Ok(out)
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// All nodes, in computation order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The node of a tensor.
+    ///
+    /// Ids come from this graph's builders, so they are always in range.
+    pub fn node(&self, id: TensorId) -> &Node {
+        &self.nodes[id.0]
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The layout of a tensor.
+    pub fn layout(&self, id: TensorId) -> &Layout {
+        &self.node(id).layout
+    }
+
+    /// The first node with this name.
+    pub fn find(&self, name: &str) -> Option<TensorId> {
+        self.nodes.iter().position(|n| n.name == name).map(TensorId)
+    }
+
+    /// Every node id, in order: the whole graph as one split.
+    pub fn compute_order(&self) -> Vec<TensorId> {
+        (0..self.nodes.len()).map(TensorId).collect()
+    }
+
+    /// Renames a tensor (names show up in logs and errors).
+    pub fn set_name(&mut self, id: TensorId, name: impl Into<String>) {
+        self.nodes[id.0].name = name.into();
+    }
+
+    /// Keeps a tensor's bytes until the end of the graph so it can be read back.
+    pub fn set_output(&mut self, id: TensorId) {
+        self.nodes[id.0].is_output = true;
+    }
+
+    fn push(&mut self, name: String, op: Op, src: Vec<TensorId>, layout: Layout) -> TensorId {
+        self.nodes.push(Node {
+            name,
+            op,
+            src,
+            layout,
+            view_of: None,
+            data: None,
+            is_output: false,
+        });
+        TensorId(self.nodes.len() - 1)
+    }
+
+    /// A leaf tensor (weights, token ids, a cache) with a contiguous layout.
+    pub fn input(&mut self, name: &str, dtype: DType, ne: &[usize]) -> Result<TensorId> {
+        let layout = Layout::contiguous(dtype, shape4(ne)?)?;
+        Ok(self.push(name.to_string(), Op::Input, vec![], layout))
+    }
+
+    /// The node that owns the bytes of `id`, and the byte offset of `id` in them.
+    pub fn storage_root(&self, id: TensorId) -> (TensorId, usize) {
+        let (mut cur, mut offset) = (id, 0);
+        while let Some((src, off)) = self.node(cur).view_of {
+            cur = src;
+            offset += off;
+        }
+        (cur, offset)
+    }
+
+    /// Binds a non-view tensor to bytes in a buffer (weights, caches, inputs).
+    pub fn bind(&mut self, id: TensorId, data: TensorData) -> Result<()> {
+        let node = self.node(id);
+        if node.view_of.is_some() {
+            return Err(Error::invalid(format!("'{}' is a view and has no storage of its own", node.name)));
+        }
+        let end = data.offset.checked_add(node.layout.span_bytes());
+        if end.is_none_or(|end| end > data.buffer.size()) {
+            return Err(Error::invalid(format!(
+                "'{}' needs {} bytes at offset {}, past the end of its {}-byte buffer",
+                node.name,
+                node.layout.span_bytes(),
+                data.offset,
+                data.buffer.size()
+            )));
+        }
+        self.nodes[id.0].data = Some(data);
+        Ok(())
+    }
+
+    /// Where the bytes of a tensor are, following views to their storage.
+    pub fn data(&self, id: TensorId) -> Result<TensorData> {
+        let (root, offset) = self.storage_root(id);
+        let data = self.node(root).data.as_ref().ok_or_else(|| {
+            Error::invalid(format!("tensor '{}' has no storage: bind or allocate the graph first", self.node(id).name))
+        })?;
+        Ok(TensorData {
+            buffer: data.buffer.clone(),
+            offset: data.offset + offset,
+        })
+    }
+
+    /// Allocates one buffer on `backend` for every tensor not bound yet
+    /// (intermediates share memory once their last reader ran).
+    pub fn allocate(&mut self, backend: &dyn Backend) -> Result<BufferHandle> {
+        let plan = plan_allocation(self, &self.compute_order(), backend.alignment());
+        let buffer = backend.alloc_buffer(plan.size.max(1), crate::backend::BufferUsage::Compute)?;
+        plan.assign(self, &buffer)?;
+        Ok(buffer)
+    }
+
+    fn contiguous_data(&self, id: TensorId) -> Result<TensorData> {
+        if !self.layout(id).is_contiguous() {
+            return Err(Error::invalid(format!(
+                "'{}' is not contiguous: only contiguous tensors are read or written whole",
+                self.node(id).name
+            )));
+        }
+        self.data(id)
+    }
+
+    /// Writes a contiguous tensor's bytes.
+    pub fn write_bytes(&self, backend: &dyn Backend, id: TensorId, bytes: &[u8]) -> Result<()> {
+        let data = self.contiguous_data(id)?;
+        let want = self.layout(id).span_bytes();
+        if bytes.len() != want {
+            return Err(Error::invalid(format!("'{}' takes {want} bytes, got {}", self.node(id).name, bytes.len())));
+        }
+        backend.write_buffer(&data.buffer, data.offset, bytes)
+    }
+
+    /// Reads a contiguous tensor's bytes.
+    pub fn read_bytes(&self, backend: &dyn Backend, id: TensorId) -> Result<Vec<u8>> {
+        let data = self.contiguous_data(id)?;
+        let mut out = vec![0; self.layout(id).span_bytes()];
+        backend.read_buffer(&data.buffer, data.offset, &mut out)?;
+        Ok(out)
+    }
+
+    /// Writes f32 values, converted (or quantized) to the tensor's type.
+    pub fn write_f32(&self, backend: &dyn Backend, id: TensorId, values: &[f32]) -> Result<()> {
+        let layout = self.layout(id);
+        if values.len() != layout.n_elements() {
+            return Err(Error::invalid(format!(
+                "'{}' has {} elements, got {} values",
+                self.node(id).name,
+                layout.n_elements(),
+                values.len()
+            )));
+        }
+        let bytes = crate::quant::quantize_row(layout.dtype, values)?;
+        self.write_bytes(backend, id, &bytes)
+    }
+
+    /// Writes i32 values (token ids, positions, row indices).
+    pub fn write_i32(&self, backend: &dyn Backend, id: TensorId, values: &[i32]) -> Result<()> {
+        if self.layout(id).dtype != DType::I32 {
+            return Err(Error::invalid(format!("'{}' is not an i32 tensor", self.node(id).name)));
+        }
+        self.write_bytes(backend, id, bytemuck::cast_slice(values))
+    }
+
+    /// Reads a contiguous tensor as f32 values (dequantizing if needed).
+    pub fn read_f32(&self, backend: &dyn Backend, id: TensorId) -> Result<Vec<f32>> {
+        let bytes = self.read_bytes(backend, id)?;
+        let mut out = vec![0.0; self.layout(id).n_elements()];
+        crate::quant::dequantize_row(self.layout(id).dtype, &bytes, &mut out)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,190 @@
+//! The CPU reference backend: plain loops that define what every op means.
+//!
+//! Each op reads its sources through [`Src`] (strided, any supported type)
+//! and returns its result as f32 values in logical order; the backend then
+//! stores them into the node's layout. GPU kernels are tested against this.
+
+mod ops;
+mod src;
+
+pub use src::Src;
+
+use std::any::Any;
+use std::sync::{Arc, RwLock};
+
+use super::{check_range, Backend, BackendBuffer, BufferHandle, BufferUsage};
+use crate::graph::{Graph, TensorId};
+use crate::{Error, Result};
+
+const NAME: &str = "cpu";
+
+/// Host memory, 8-byte aligned so f32/f16/block views of it need no copies.
+pub struct CpuBuffer {
+    words: RwLock<Vec<u64>>,
+    size: usize,
+    usage: BufferUsage,
+}
+
+impl BackendBuffer for CpuBuffer {
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn usage(&self) -> BufferUsage {
+        self.usage
+    }
+    fn backend_name(&self) -> &str {
+        NAME
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn lock_error() -> Error {
+    backend_error("a buffer lock was poisoned by an earlier failure")
+}
+
+fn backend_error(msg: impl Into<String>) -> Error {
+    Error::Backend {
+        backend: NAME.into(),
+        msg: msg.into(),
+    }
+}
+
+fn cpu_buffer(buffer: &BufferHandle) -> Result<&CpuBuffer> {
+    buffer
+        .as_any()
+        .downcast_ref::<CpuBuffer>()
+        .ok_or_else(|| backend_error(format!("a {} buffer cannot be used by the cpu backend", buffer.backend_name())))
+}
+
+/// The reference backend, multi-threaded where it matters (mul_mat, get_rows).
+pub struct CpuBackend {
+    threads: usize,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new()
+    }
+}
+
+impl CpuBackend {
+    /// A backend using all available cores.
+    pub fn new() -> CpuBackend {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        CpuBackend::with_threads(threads)
+    }
+
+    /// A backend using `threads` worker threads (at least one).
+    pub fn with_threads(threads: usize) -> CpuBackend {
+        CpuBackend {
+            threads: threads.max(1),
+        }
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn compute_node(&self, graph: &Graph, id: TensorId) -> Result<()> {
+        let node = graph.node(id);
+        if node.op.is_passive() {
+            return Ok(());
+        }
+        let dst = graph.data(id)?;
+        let values = {
+            let sources = node
+                .src
+                .iter()
+                .map(|&s| graph.data(s).map(|d| (d, *graph.layout(s))))
+                .collect::<Result<Vec<_>>>()?;
+            // Read-lock each distinct source buffer once.
+            let mut buffers: Vec<&BufferHandle> = Vec::new();
+            for (d, _) in &sources {
+                if !buffers.iter().any(|b| Arc::ptr_eq(b, &d.buffer)) {
+                    buffers.push(&d.buffer);
+                }
+            }
+            let guards = buffers
+                .iter()
+                .map(|b| cpu_buffer(b)?.words.read().map_err(|_| lock_error()))
+                .collect::<Result<Vec<_>>>()?;
+            let srcs = sources
+                .iter()
+                .map(|(d, layout)| {
+                    let slot = buffers.iter().position(|b| Arc::ptr_eq(b, &d.buffer)).unwrap_or(0);
+                    Src::new(bytemuck::cast_slice(&guards[slot]), d.offset, *layout)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            ops::compute(node, &srcs, self.threads)
+                .map_err(|e| backend_error(format!("{} '{}': {e}", node.op.name(), node.name)))?
+        };
+        let buf = cpu_buffer(&dst.buffer)?;
+        let mut words = buf.words.write().map_err(|_| lock_error())?;
+        src::store(&node.layout, &mut bytemuck::cast_slice_mut(&mut words)[..buf.size], dst.offset, &values)
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn alignment(&self) -> usize {
+        64
+    }
+
+    fn max_buffer_size(&self) -> usize {
+        isize::MAX as usize
+    }
+
+    fn alloc_buffer(&self, size: usize, usage: BufferUsage) -> Result<BufferHandle> {
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(size.div_ceil(8))
+            .map_err(|_| Error::OutOfMemory(format!("cpu: cannot allocate {size} bytes")))?;
+        words.resize(size.div_ceil(8), 0);
+        Ok(Arc::new(CpuBuffer {
+            words: RwLock::new(words),
+            size,
+            usage,
+        }))
+    }
+
+    fn write_buffer(&self, buffer: &BufferHandle, offset: usize, data: &[u8]) -> Result<()> {
+        let buf = cpu_buffer(buffer)?;
+        check_range(NAME, buf.size, offset, data.len())?;
+        let mut words = buf.words.write().map_err(|_| lock_error())?;
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[offset..offset + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn read_buffer(&self, buffer: &BufferHandle, offset: usize, out: &mut [u8]) -> Result<()> {
+        let buf = cpu_buffer(buffer)?;
+        check_range(NAME, buf.size, offset, out.len())?;
+        let words = buf.words.read().map_err(|_| lock_error())?;
+        out.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&words)[offset..offset + out.len()]);
+        Ok(())
+    }
+
+    fn supports_op(&self, _graph: &Graph, _node: TensorId) -> bool {
+        // The builders only create nodes the reference can compute.
+        true
+    }
+
+    fn compute(&self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
+        for &id in nodes {
+            if id.0 >= graph.len() {
+                return Err(Error::invalid(format!("node {} is not in the graph", id.0)));
+            }
+            self.compute_node(graph, id)?;
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}

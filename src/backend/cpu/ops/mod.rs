@@ -1,0 +1,67 @@
+//! One function per op; each returns the node's values in logical order.
+
+mod elementwise;
+mod get_rows;
+mod mul_mat;
+mod norm;
+mod rope;
+mod softmax;
+
+use super::Src;
+use crate::graph::{Node, Op};
+use crate::{Error, Result};
+
+/// Computes `node` from its sources.
+pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
+    let s = |i: usize| {
+        src.get(i)
+            .copied()
+            .ok_or_else(|| Error::shape(format!("source {i} is missing")))
+    };
+    match node.op {
+        Op::Input | Op::View => Err(Error::invalid("inputs and views compute nothing")),
+        Op::Add => elementwise::binary(s(0)?, s(1)?, |a, b| a + b),
+        Op::Mul => elementwise::binary(s(0)?, s(1)?, |a, b| a * b),
+        Op::Scale(k) => elementwise::unary(s(0)?, |x| x * k),
+        Op::Silu => elementwise::unary(s(0)?, elementwise::silu),
+        Op::Relu => elementwise::unary(s(0)?, |x| x.max(0.0)),
+        Op::Gelu => elementwise::unary(s(0)?, elementwise::gelu),
+        Op::DiagMaskInf { n_past } => elementwise::diag_mask_inf(s(0)?, n_past),
+        Op::SoftMax { scale } => softmax::soft_max(s(0)?, src.get(1).copied(), scale),
+        Op::Norm { eps } => norm::norm(s(0)?, eps),
+        Op::RmsNorm { eps } => norm::rms_norm(s(0)?, eps),
+        Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads),
+        Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
+        Op::Rope(p) => rope::rope(s(0)?, s(1)?, &p),
+        Op::Cpy => s(0)?.to_f32(),
+    }
+}
+
+/// Splits `out` into chunks of `chunk` values and fills them on up to
+/// `threads` threads; `fill(first_chunk_index, chunks)` gets consecutive chunks.
+fn parallel_fill(
+    out: &mut [f32],
+    chunk: usize,
+    threads: usize,
+    fill: impl Fn(usize, &mut [f32]) -> Result<()> + Sync,
+) -> Result<()> {
+    let n_chunks = out.len() / chunk.max(1);
+    let per_thread = n_chunks.div_ceil(threads.max(1)).max(1);
+    if threads <= 1 || n_chunks <= 1 {
+        return fill(0, out);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = out
+            .chunks_mut(per_thread * chunk)
+            .enumerate()
+            .map(|(t, part)| {
+                let fill = &fill;
+                scope.spawn(move || fill(t * per_thread, part))
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .map_err(|_| Error::invalid("a cpu worker thread panicked"))?
+        })
+    })
+}

@@ -1,0 +1,62 @@
+//! mul_mat: weights of any type times f32 activations, multi-threaded over
+//! the weight rows.
+
+use super::{parallel_fill, Src};
+use crate::{quant, Result};
+
+/// f32 dot product with independent partial sums, so it vectorizes.
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `a` `[K, M, A2, A3]` times `b` `[K, N, B2, B3]` gives `[M, N, B2, B3]`:
+/// `out[m, n, i2, i3] = a[:, m, i2 / (B2 / A2), i3 / (B3 / A3)] . b[:, n, i2, i3]`.
+pub fn mul_mat(a: Src, b: Src, threads: usize) -> Result<Vec<f32>> {
+    let [k, m, a2, a3] = a.ne();
+    let [_, n, b2, b3] = b.ne();
+    let (r2, r3) = (b2 / a2, b3 / a3);
+    let bv = b.to_f32()?; // rows of K, in (n, i2, i3) order
+
+    // Work items are (batch, weight row); the result is gathered per batch after.
+    let mut by_row = vec![0.0f32; b2 * b3 * m * n];
+    parallel_fill(&mut by_row, n, threads, |first, part| {
+        let mut row = vec![0.0f32; k];
+        for (item, dst) in part.chunks_exact_mut(n).enumerate() {
+            let flat = first + item;
+            let (im, batch) = (flat % m, flat / m);
+            let (i2, i3) = (batch % b2, batch / b2);
+            let b_row = |j: usize| &bv[(batch * n + j) * k..][..k];
+            match (n, a.row_bytes(im, i2 / r2, i3 / r3)) {
+                // One activation column: a fused dequantize-and-dot per block.
+                (1, Some(bytes)) => dst[0] = quant::dot_row(a.layout.dtype, bytes, b_row(0))?,
+                _ => {
+                    a.row_f32(im, i2 / r2, i3 / r3, &mut row)?;
+                    for (j, d) in dst.iter_mut().enumerate() {
+                        *d = dot_f32(&row, b_row(j));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })?;
+
+    // by_row is [batch][m][n]; the result is [batch][n][m].
+    let mut out = vec![0.0f32; by_row.len()];
+    for (batch, block) in by_row.chunks_exact(m * n).enumerate() {
+        let dst = &mut out[batch * m * n..][..m * n];
+        for im in 0..m {
+            for j in 0..n {
+                dst[j * m + im] = block[im * n + j];
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,64 @@
+//! Rotary position embedding, normal and neox pairing, with YaRN.
+
+use super::Src;
+use crate::graph::{RopeMode, RopeParams};
+use crate::Result;
+
+/// The dimension at which a frequency makes `n_rot` rotations over the
+/// original context (YaRN's correction dimension).
+fn corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
+    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
+}
+
+/// First and last dimension of YaRN's ramp between extrapolation and interpolation.
+pub fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
+    let start = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base).floor();
+    let end = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base).ceil();
+    [start.max(0.0), end.min(p.n_dims as f32 - 1.0)]
+}
+
+/// cos and sin of the rotation for the pair starting at even index `i0`,
+/// for angle `theta_extrap` (position times the pair's base frequency).
+pub fn yarn_cos_sin(p: &RopeParams, corr: [f32; 2], theta_extrap: f32, i0: usize) -> (f32, f32) {
+    let theta_interp = p.freq_scale * theta_extrap;
+    let (mut theta, mut mscale) = (theta_interp, p.attn_factor);
+    if p.ext_factor != 0.0 {
+        let y = ((i0 / 2) as f32 - corr[0]) / (corr[1] - corr[0]).max(0.001);
+        let ramp_mix = (1.0 - y.clamp(0.0, 1.0)) * p.ext_factor;
+        theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
+        mscale *= 1.0 + 0.1 * (1.0 / p.freq_scale).ln();
+    }
+    (theta.cos() * mscale, theta.sin() * mscale)
+}
+
+/// Rotates the first `n_dims` values of each row of `a` `[d, heads, tokens, B3]`
+/// by angles `pos[token] * freq_base^(-i0 / n_dims)`; the rest pass through.
+pub fn rope(a: Src, pos: Src, p: &RopeParams) -> Result<Vec<f32>> {
+    let [n0, n1, n2, n3] = a.ne();
+    let corr = yarn_corr_dims(p);
+    let mut out = Vec::with_capacity(a.layout.n_elements());
+    let mut row = vec![0.0f32; n0];
+    let half = p.n_dims / 2;
+    for i3 in 0..n3 {
+        for i2 in 0..n2 {
+            let position = pos.i32_at([i2, 0, 0, 0]) as f32;
+            for i1 in 0..n1 {
+                a.row_f32(i1, i2, i3, &mut row)?;
+                let mut rotated = row.clone();
+                for i0 in (0..p.n_dims).step_by(2) {
+                    let theta = position * p.freq_base.powf(-(i0 as f32) / p.n_dims as f32);
+                    let (cos, sin) = yarn_cos_sin(p, corr, theta, i0);
+                    let (j0, j1) = match p.mode {
+                        RopeMode::Normal => (i0, i0 + 1),
+                        RopeMode::Neox => (i0 / 2, i0 / 2 + half),
+                    };
+                    let (x0, x1) = (row[j0], row[j1]);
+                    rotated[j0] = x0 * cos - x1 * sin;
+                    rotated[j1] = x0 * sin + x1 * cos;
+                }
+                out.extend_from_slice(&rotated);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,142 @@
+//! Reading strided tensors of any type and storing results into layouts.
+
+use half::f16;
+
+use crate::quant;
+use crate::tensor::Layout;
+use crate::{DType, Error, Result};
+
+/// A source tensor: its bytes (starting at its first byte) and its layout.
+/// Construction checks that the layout fits, so element reads are in bounds.
+#[derive(Clone, Copy)]
+pub struct Src<'a> {
+    bytes: &'a [u8],
+    /// Shape, strides and type.
+    pub layout: Layout,
+}
+
+/// Reads the little-endian bytes at `at` as `N` bytes; callers checked the span.
+fn le<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0; N];
+    out.copy_from_slice(&bytes[at..at + N]);
+    out
+}
+
+impl<'a> Src<'a> {
+    /// A view of `layout` starting `offset` bytes into `buffer`.
+    pub fn new(buffer: &'a [u8], offset: usize, layout: Layout) -> Result<Src<'a>> {
+        let end = offset.checked_add(layout.span_bytes());
+        match end {
+            Some(end) if end <= buffer.len() => Ok(Src {
+                bytes: &buffer[offset..end],
+                layout,
+            }),
+            _ => Err(Error::shape(format!(
+                "tensor of {} bytes at offset {offset} is outside its {}-byte buffer",
+                layout.span_bytes(),
+                buffer.len()
+            ))),
+        }
+    }
+
+    /// Shape.
+    pub fn ne(&self) -> [usize; 4] {
+        self.layout.ne
+    }
+
+    /// Element `i` of an f32 or f16 tensor, as f32.
+    pub fn f32_at(&self, i: [usize; 4]) -> f32 {
+        let at = self.layout.offset_of(i);
+        match self.layout.dtype {
+            DType::F16 => f16::from_le_bytes(le(self.bytes, at)).to_f32(),
+            DType::I32 => i32::from_le_bytes(le(self.bytes, at)) as f32,
+            _ => f32::from_le_bytes(le(self.bytes, at)),
+        }
+    }
+
+    /// Element `i` of an i32 tensor.
+    pub fn i32_at(&self, i: [usize; 4]) -> i32 {
+        i32::from_le_bytes(le(self.bytes, self.layout.offset_of(i)))
+    }
+
+    /// The bytes of row `(i1, i2, i3)`; rows are dense for every type but
+    /// strided f32/f16 views, which [`Src::row_f32`] handles.
+    pub fn row_bytes(&self, i1: usize, i2: usize, i3: usize) -> Option<&'a [u8]> {
+        if !self.layout.rows_contiguous() {
+            return None;
+        }
+        let at = self.layout.offset_of([0, i1, i2, i3]);
+        Some(&self.bytes[at..at + self.layout.row_bytes()])
+    }
+
+    /// Row `(i1, i2, i3)` as f32 values, dequantized if needed.
+    pub fn row_f32(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) -> Result<()> {
+        match self.row_bytes(i1, i2, i3) {
+            Some(bytes) => quant::dequantize_row(self.layout.dtype, bytes, out),
+            None => {
+                for (i0, v) in out.iter_mut().enumerate() {
+                    *v = self.f32_at([i0, i1, i2, i3]);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// All elements as f32, in logical order (dimension 0 fastest).
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        let [n0, n1, n2, n3] = self.ne();
+        let mut out = vec![0.0; self.layout.n_elements()];
+        let mut rows = out.chunks_exact_mut(n0);
+        for i3 in 0..n3 {
+            for i2 in 0..n2 {
+                for i1 in 0..n1 {
+                    if let Some(row) = rows.next() {
+                        self.row_f32(i1, i2, i3, row)?;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Calls `f(i)` for every index of shape `ne`, dimension 0 fastest.
+pub fn for_each_index(ne: [usize; 4], mut f: impl FnMut([usize; 4])) {
+    for i3 in 0..ne[3] {
+        for i2 in 0..ne[2] {
+            for i1 in 0..ne[1] {
+                for i0 in 0..ne[0] {
+                    f([i0, i1, i2, i3]);
+                }
+            }
+        }
+    }
+}
+
+/// Stores `values` (logical order) into `layout` at `offset` in `buffer`.
+pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) -> Result<()> {
+    let fits = offset.checked_add(layout.span_bytes()).is_some_and(|end| end <= buffer.len());
+    if !fits || values.len() != layout.n_elements() {
+        return Err(Error::shape(format!(
+            "result of {} values does not fit its {:?} tensor at offset {offset}",
+            values.len(),
+            layout.ne
+        )));
+    }
+    let bytes = &mut buffer[offset..];
+    let mut next = values.iter();
+    let mut write = |at: usize, v: f32| match layout.dtype {
+        DType::F16 => bytes[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes()),
+        _ => bytes[at..at + 4].copy_from_slice(&v.to_le_bytes()),
+    };
+    match layout.dtype {
+        DType::F32 | DType::F16 => {}
+        t => return Err(Error::UnsupportedType(format!("cpu results are f32 or f16, not {t}"))),
+    }
+    for_each_index(layout.ne, |i| {
+        if let Some(&v) = next.next() {
+            write(layout.offset_of(i), v);
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! Memory planning for a graph, in the spirit of ggml-alloc: one measure pass
+//! gives every unbound tensor an offset in a single buffer, and an
+//! intermediate's bytes are reused once its last reader has run.
+
+use super::{Graph, Op, TensorData, TensorId};
+use crate::backend::BufferHandle;
+use crate::Result;
+
+/// Offsets for the tensors that need storage, and the buffer size they take.
+#[derive(Clone, Debug, Default)]
+pub struct AllocationPlan {
+    /// Bytes the buffer must have.
+    pub size: usize,
+    /// `(tensor, offset)` for every tensor the plan places.
+    pub offsets: Vec<(TensorId, usize)>,
+}
+
+impl AllocationPlan {
+    /// Binds every planned tensor to its offset in `buffer`.
+    pub fn assign(&self, graph: &mut Graph, buffer: &BufferHandle) -> Result<()> {
+        for &(id, offset) in &self.offsets {
+            graph.bind(
+                id,
+                TensorData {
+                    buffer: buffer.clone(),
+                    offset,
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A first-fit free list over one linear address range.
+#[derive(Default)]
+struct FreeList {
+    free: Vec<(usize, usize)>, // (offset, size), sorted by offset, coalesced
+    high_water: usize,
+}
+
+impl FreeList {
+    fn alloc(&mut self, size: usize) -> usize {
+        if let Some(i) = self.free.iter().position(|&(_, s)| s >= size) {
+            let (off, s) = self.free[i];
+            if s == size {
+                self.free.remove(i);
+            } else {
+                self.free[i] = (off + size, s - size);
+            }
+            return off;
+        }
+        // Grow the top block if it ends at the high-water mark.
+        if let Some(&(off, s)) = self.free.last() {
+            if off + s == self.high_water {
+                self.free.pop();
+                self.high_water = off + size;
+                return off;
+            }
+        }
+        let off = self.high_water;
+        self.high_water += size;
+        off
+    }
+
+    fn release(&mut self, off: usize, size: usize) {
+        let i = self.free.partition_point(|&(o, _)| o < off);
+        self.free.insert(i, (off, size));
+        if i + 1 < self.free.len() && self.free[i].0 + self.free[i].1 == self.free[i + 1].0 {
+            self.free[i].1 += self.free[i + 1].1;
+            self.free.remove(i + 1);
+        }
+        if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == self.free[i].0 {
+            self.free[i - 1].1 += self.free[i].1;
+            self.free.remove(i);
+        }
+    }
+}
+
+fn round_up(n: usize, align: usize) -> usize {
+    n.div_ceil(align) * align
+}
+
+/// Plans storage for the unbound tensors among `nodes` (in execution order).
+///
+/// Inputs and outputs keep their bytes for the whole graph; any other result
+/// is released after the last node in `nodes` that reads it (through views too).
+pub fn plan_allocation(graph: &Graph, nodes: &[TensorId], alignment: usize) -> AllocationPlan {
+    let align = alignment.max(1);
+    let needs_storage = |id: TensorId| {
+        let n = graph.node(id);
+        n.view_of.is_none() && n.data.is_none()
+    };
+    let mut last_use = vec![None; graph.len()];
+    for (step, &id) in nodes.iter().enumerate() {
+        for &s in &graph.node(id).src {
+            last_use[graph.storage_root(s).0 .0] = Some(step);
+        }
+        // A copy into an existing tensor writes that tensor's storage.
+        last_use[graph.storage_root(id).0 .0].get_or_insert(step);
+    }
+
+    let mut list = FreeList::default();
+    let mut plan = AllocationPlan::default();
+    let mut placed = vec![None; graph.len()];
+    for (step, &id) in nodes.iter().enumerate() {
+        if needs_storage(id) {
+            let size = round_up(graph.layout(id).span_bytes(), align);
+            let off = list.alloc(size);
+            placed[id.0] = Some((off, size));
+            plan.offsets.push((id, off));
+        }
+        let mut release = |root: TensorId| {
+            let node = graph.node(root);
+            if last_use[root.0] == Some(step) && !node.is_output && node.op != Op::Input {
+                if let Some((off, size)) = placed[root.0].take() {
+                    list.release(off, size);
+                }
+            }
+        };
+        for &s in &graph.node(id).src {
+            release(graph.storage_root(s).0);
+        }
+        release(id);
+    }
+    plan.size = list.high_water;
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn intermediates_share_memory_outputs_do_not() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[256]).unwrap();
+        let a = g.silu(x).unwrap();
+        let b = g.relu(a).unwrap(); // a is dead after this
+        let c = g.gelu(b).unwrap(); // may reuse a's bytes
+        let d = g.scale(c, 2.0).unwrap();
+        g.set_output(d);
+        let plan = plan_allocation(&g, &g.compute_order(), 256);
+        let off = |id| plan.offsets.iter().find(|(t, _)| *t == id).unwrap().1;
+        assert_eq!(plan.offsets.len(), 5);
+        assert_eq!(off(c), off(a), "c reuses a, dead after b");
+        assert_eq!(off(d), off(b), "d reuses b, dead after c");
+        assert_ne!(off(d), off(c), "a result never overlaps its source");
+        assert_ne!(off(x), off(a), "inputs are never reused");
+        assert_eq!(plan.size, 3 * 1024);
+    }
+}

@@ -1,0 +1,134 @@
+//! The operations a graph node can perform, each with its parameters.
+//!
+//! Parameters live here and nowhere else: the CPU reference and every GPU
+//! kernel read them from the node, so no constant is repeated in a kernel.
+
+/// How rope pairs up the values it rotates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    /// Adjacent values `(x[2i], x[2i+1])` form a pair (llama).
+    Normal,
+    /// Values `i` and `i + n_dims/2` form a pair (GPT-NeoX).
+    Neox,
+}
+
+/// Rotary position embedding parameters, with YaRN context extension.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    /// Pairing of the rotated values.
+    pub mode: RopeMode,
+    /// Leading values of each row that are rotated (the rest pass through).
+    pub n_dims: usize,
+    /// Base of the rotation frequencies (theta).
+    pub freq_base: f32,
+    /// Position scale: 1 / (context extension factor).
+    pub freq_scale: f32,
+    /// YaRN: mix of extrapolated and interpolated angles (0 disables YaRN).
+    pub ext_factor: f32,
+    /// YaRN: magnitude scale of the rotated values.
+    pub attn_factor: f32,
+    /// YaRN: rotations per context below which dims are interpolated.
+    pub beta_fast: f32,
+    /// YaRN: rotations per context above which dims are extrapolated.
+    pub beta_slow: f32,
+    /// Context length the model was trained with.
+    pub n_ctx_orig: usize,
+}
+
+impl RopeParams {
+    /// Plain rope (no YaRN): the values llama-family models use.
+    pub fn new(mode: RopeMode, n_dims: usize, freq_base: f32) -> RopeParams {
+        RopeParams {
+            mode,
+            n_dims,
+            freq_base,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            n_ctx_orig: 0,
+        }
+    }
+}
+
+/// One operation of a graph node; sources are in [`super::Node::src`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// A leaf whose bytes are set from outside (weights, token ids, caches).
+    Input,
+    /// A window into `src[0]`'s bytes: view, reshape, permute, transpose. Costs nothing.
+    View,
+    /// `src[0] + src[1]`, `src[1]` repeated (broadcast) to `src[0]`'s shape.
+    Add,
+    /// `src[0] * src[1]`, broadcast like [`Op::Add`].
+    Mul,
+    /// `src[0] * s`.
+    Scale(f32),
+    /// `x * sigmoid(x)`.
+    Silu,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU, tanh approximation.
+    Gelu,
+    /// Row softmax of `src[0] * scale (+ src[1])`; the optional mask `src[1]` is
+    /// broadcast over dims 2 and 3.
+    SoftMax {
+        /// Applied to the input before the mask is added.
+        scale: f32,
+    },
+    /// `(x - mean) / sqrt(var + eps)` per row.
+    Norm {
+        /// Added to the variance.
+        eps: f32,
+    },
+    /// `x / sqrt(mean(x^2) + eps)` per row.
+    RmsNorm {
+        /// Added to the mean square.
+        eps: f32,
+    },
+    /// Sets element `(i0, i1)` to -inf where `i0 > n_past + i1` (causal mask).
+    DiagMaskInf {
+        /// Number of positions already in the cache.
+        n_past: usize,
+    },
+    /// ggml mul_mat: `src[0]` `[K, M, ..]` times `src[1]` `[K, N, ..]` gives `[M, N, ..]`;
+    /// `src[0]` is broadcast over dims 2 and 3 of `src[1]`.
+    MulMat,
+    /// Rows of `src[0]` picked by the i32 indices in `src[1]`, as f32.
+    GetRows,
+    /// Rotary embedding of `src[0]` at the i32 positions `src[1]` (one per dim-2 index).
+    Rope(RopeParams),
+    /// Copies `src[0]`'s elements, in order, into this node's layout, converting
+    /// the type (cpy, cont and cast).
+    Cpy,
+}
+
+impl Op {
+    /// A short lower-case name, as ggml prints ops.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input => "input",
+            Op::View => "view",
+            Op::Add => "add",
+            Op::Mul => "mul",
+            Op::Scale(_) => "scale",
+            Op::Silu => "silu",
+            Op::Relu => "relu",
+            Op::Gelu => "gelu",
+            Op::SoftMax { .. } => "soft_max",
+            Op::Norm { .. } => "norm",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::DiagMaskInf { .. } => "diag_mask_inf",
+            Op::MulMat => "mul_mat",
+            Op::GetRows => "get_rows",
+            Op::Rope(_) => "rope",
+            Op::Cpy => "cpy",
+        }
+    }
+
+    /// Whether the node computes nothing (its bytes come from elsewhere).
+    pub fn is_passive(&self) -> bool {
+        matches!(self, Op::Input | Op::View)
+    }
+}

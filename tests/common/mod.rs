@@ -1,0 +1,101 @@
+//! Test helpers: a seeded RNG, graph runners and the NMSE metric.
+#![allow(dead_code)]
+
+use wginfer::backend::cpu::CpuBackend;
+use wginfer::backend::Backend;
+use wginfer::graph::{Graph, TensorId};
+use wginfer::Result;
+
+/// SplitMix64: small, seeded, good enough for test inputs.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// `Σ(a−b)² / Σb²` with `b` the reference, as llama.cpp's test-backend-ops.
+pub fn nmse(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "length mismatch");
+    let (mut err, mut norm) = (0.0f64, 0.0f64);
+    for (&g, &w) in got.iter().zip(want) {
+        assert!(!g.is_nan(), "NaN in result");
+        if w.is_infinite() || g.is_infinite() {
+            assert_eq!(g as f64, w, "infinities must match");
+            continue;
+        }
+        err += (g as f64 - w).powi(2);
+        norm += w * w;
+    }
+    if norm == 0.0 {
+        err
+    } else {
+        err / norm
+    }
+}
+
+/// Inputs of a test graph: f32 values per input tensor (i32 tensors get ids).
+pub enum Fill {
+    F32(Vec<f32>),
+    I32(Vec<i32>),
+}
+
+/// Allocates `g` on `backend`, writes the inputs, computes, and reads `out` as f32.
+pub fn run_on(backend: &dyn Backend, mut g: Graph, inputs: &[(TensorId, Fill)], out: TensorId) -> Result<Vec<f32>> {
+    g.set_output(out);
+    g.allocate(backend)?;
+    for (id, fill) in inputs {
+        match fill {
+            Fill::F32(v) => g.write_f32(backend, *id, v)?,
+            Fill::I32(v) => g.write_i32(backend, *id, v)?,
+        }
+    }
+    backend.compute(&g, &g.compute_order())?;
+    g.read_f32(backend, out)
+}
+
+/// [`run_on`] with the CPU backend.
+pub fn run_cpu(g: Graph, inputs: &[(TensorId, Fill)], out: TensorId) -> Result<Vec<f32>> {
+    run_on(&CpuBackend::with_threads(2), g, inputs, out)
+}
+
+/// Row-major (ggml order) flat index of `i` in shape `ne`.
+pub fn flat(ne: [usize; 4], i: [usize; 4]) -> usize {
+    i[0] + ne[0] * (i[1] + ne[1] * (i[2] + ne[2] * i[3]))
+}
+
+/// Every index of `ne`, dimension 0 fastest.
+pub fn indices(ne: [usize; 4]) -> impl Iterator<Item = [usize; 4]> {
+    (0..ne.iter().product::<usize>()).map(move |mut f| {
+        let mut i = [0; 4];
+        for d in 0..4 {
+            i[d] = f % ne[d];
+            f /= ne[d];
+        }
+        i
+    })
+}
+
+/// Rounds through f16, for references of f16 results.
+pub fn f16_round(x: f64) -> f64 {
+    half::f16::from_f64(x).to_f64()
+}
