@@ -1,0 +1,175 @@
+//! llama.cpp's `test-quantize-fns` checks, reimplemented against wginfer's
+//! reference row functions, plus row-level error handling.
+//!
+//! ggml quantizes the second operand of its dot test to the type's
+//! `vec_dot_type` (q8_0, q8_1 or q8_K); `dot_row` takes `f32` activations, so
+//! here only the first operand is quantized.
+
+use approx::assert_relative_eq;
+use wginfer::quant::{dequantize_row, dot_row, quantize_row};
+use wginfer::{DType, Error};
+
+/// test-quantize-fns' `test_size`: a whole number of 256-value q6_K blocks.
+const N: usize = 32 * 128;
+const MAX_QUANTIZATION_TOTAL_ERROR: f64 = 0.002;
+const MAX_DOT_PRODUCT_ERROR: f64 = 0.02;
+const QUANT_TYPES: [DType; 4] = [DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q6K];
+
+/// test-quantize-fns' `generate_data`.
+fn synthetic_data(offset: f32) -> Vec<f32> {
+    (0..N)
+        .map(|i| 0.1 + 2.0 * (i as f32 + offset).cos())
+        .collect()
+}
+
+/// test-quantize-fns' `array_rmse`: the root of the summed squared error,
+/// divided by `n` (not by `sqrt(n)`).
+fn total_error(a: &[f32], b: &[f32]) -> f64 {
+    let sum: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
+        .sum();
+    sum.sqrt() / a.len() as f64
+}
+
+fn dot_f64(x: &[f32], y: &[f32]) -> f64 {
+    x.iter().zip(y).map(|(&a, &b)| a as f64 * b as f64).sum()
+}
+
+fn round_trip(dtype: DType, x: &[f32]) -> Vec<f32> {
+    let bytes = quantize_row(dtype, x).unwrap();
+    assert_eq!(bytes.len(), dtype.row_bytes(x.len()).unwrap());
+    let mut out = vec![f32::NAN; x.len()];
+    dequantize_row(dtype, &bytes, &mut out).unwrap();
+    out
+}
+
+fn round_trip_error(dtype: DType) -> f64 {
+    let x = synthetic_data(0.0);
+    total_error(&x, &round_trip(dtype, &x))
+}
+
+#[test]
+fn round_trip_error_within_ggml_bound() {
+    for dtype in QUANT_TYPES {
+        let err = round_trip_error(dtype);
+        println!("{dtype}: absolute quantization error {err:.6}");
+        assert!(err <= MAX_QUANTIZATION_TOTAL_ERROR, "{dtype}: {err}");
+    }
+}
+
+#[test]
+fn dot_product_error_within_ggml_bound() {
+    let (x, y) = (synthetic_data(0.0), synthetic_data(1.0));
+    let want = dot_f64(&x, &y);
+    for dtype in QUANT_TYPES {
+        let bytes = quantize_row(dtype, &x).unwrap();
+        let got = dot_row(dtype, &bytes, &y).unwrap() as f64;
+        let err = (got - want).abs() / N as f64;
+        println!("{dtype}: dot product error {err:.6} ({got} vs {want})");
+        assert!(err <= MAX_DOT_PRODUCT_ERROR, "{dtype}: {err}");
+    }
+}
+
+#[test]
+fn dot_row_matches_dequantized_dot() {
+    // The fused dot loops must agree with dequantize_row up to f32 rounding.
+    let (x, y) = (synthetic_data(0.0), synthetic_data(1.0));
+    for dtype in QUANT_TYPES {
+        let bytes = quantize_row(dtype, &x).unwrap();
+        let mut deq = vec![0.0; N];
+        dequantize_row(dtype, &bytes, &mut deq).unwrap();
+        let got = dot_row(dtype, &bytes, &y).unwrap() as f64;
+        assert_relative_eq!(got, dot_f64(&deq, &y), epsilon = 1e-2, max_relative = 1e-4);
+    }
+}
+
+#[test]
+fn q8_0_is_much_more_precise_than_q4_0() {
+    let (q8, q4) = (round_trip_error(DType::Q8_0), round_trip_error(DType::Q4_0));
+    // 16x finer steps: expect an order of magnitude.
+    assert!(q8 * 10.0 < q4, "q8_0 {q8} vs q4_0 {q4}");
+    // q6_K sits in between.
+    let q6 = round_trip_error(DType::Q6K);
+    assert!(q8 < q6 && q6 < q4, "q6_K {q6}");
+}
+
+#[test]
+fn row_lengths_are_checked() {
+    let x = synthetic_data(0.0);
+    let bytes = quantize_row(DType::Q4_0, &x[..64]).unwrap();
+    assert_eq!(bytes.len(), 36);
+    let mut out = vec![0.0; 64];
+    // Bytes one short, one over, and for a different value count.
+    assert!(shape_err(dequantize_row(
+        DType::Q4_0,
+        &bytes[..35],
+        &mut out
+    )));
+    assert!(shape_err(dequantize_row(
+        DType::Q4_0,
+        &[bytes.clone(), vec![0]].concat(),
+        &mut out
+    )));
+    assert!(shape_err(dequantize_row(
+        DType::Q4_0,
+        &bytes,
+        &mut out[..32]
+    )));
+    // Not a whole number of blocks.
+    assert!(shape_err(dequantize_row(
+        DType::Q4_0,
+        &bytes,
+        &mut out[..33]
+    )));
+    assert!(matches!(
+        quantize_row(DType::Q6K, &x[..128]),
+        Err(Error::Shape(_))
+    ));
+    assert!(matches!(
+        dot_row(DType::Q4_0, &bytes, &x[..32]),
+        Err(Error::Shape(_))
+    ));
+    assert!(matches!(
+        dot_row(DType::F32, &[0; 7], &x[..2]),
+        Err(Error::Shape(_))
+    ));
+    // The valid call still works.
+    assert!(dequantize_row(DType::Q4_0, &bytes, &mut out).is_ok());
+}
+
+#[test]
+fn f16_rows() {
+    // 1.0 = 0x3C00 and -2.0 = 0xC000, little-endian.
+    let bytes = quantize_row(DType::F16, &[1.0, -2.0, 0.5]).unwrap();
+    assert_eq!(bytes, [0x00, 0x3C, 0x00, 0xC0, 0x00, 0x38]);
+    assert_eq!(dot_row(DType::F16, &bytes, &[1.0, 1.0, 4.0]).unwrap(), 1.0);
+
+    // Every value comes back as its nearest f16.
+    let x = synthetic_data(0.0);
+    let back = round_trip(DType::F16, &x);
+    for (a, b) in x.iter().zip(&back) {
+        assert_eq!(*b, half::f16::from_f32(*a).to_f32());
+    }
+    let err = total_error(&x, &back);
+    assert!(err < round_trip_error(DType::Q8_0), "f16 {err}");
+    assert!(shape_err(dequantize_row(DType::F16, &bytes, &mut [0.0; 2])));
+}
+
+#[test]
+fn f32_rows_are_lossless() {
+    let x = synthetic_data(0.5);
+    assert_eq!(round_trip(DType::F32, &x), x);
+    let bytes = quantize_row(DType::F32, &x).unwrap();
+    let y = synthetic_data(1.0);
+    assert_relative_eq!(
+        dot_row(DType::F32, &bytes, &y).unwrap() as f64,
+        dot_f64(&x, &y),
+        max_relative = 1e-4
+    );
+}
+
+fn shape_err(r: wginfer::Result<()>) -> bool {
+    matches!(r, Err(Error::Shape(_)))
+}
