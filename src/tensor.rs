@@ -35,7 +35,9 @@ impl Layout {
                 .checked_mul(ne[i - 1])
                 .ok_or_else(|| Error::shape(format!("{ne:?} overflows")))?;
         }
-        nb[3].checked_mul(ne[3]).ok_or_else(|| Error::shape(format!("{ne:?} overflows")))?;
+        nb[3]
+            .checked_mul(ne[3])
+            .ok_or_else(|| Error::shape(format!("{ne:?} overflows")))?;
         Ok(Layout { dtype, ne, nb })
     }
 
@@ -56,9 +58,22 @@ impl Layout {
 
     /// Bytes from the first to one past the last byte the layout touches.
     pub fn span_bytes(&self) -> usize {
-        let last: usize = (1..MAX_DIMS).map(|i| (self.ne[i] - 1) * self.nb[i]).sum();
-        let row_last = (self.ne[0] / self.dtype.block_elems() - 1) * self.nb[0];
-        last + row_last + self.dtype.block_bytes()
+        self.checked_span().unwrap_or(usize::MAX)
+    }
+
+    fn checked_span(&self) -> Option<usize> {
+        let blocks = [
+            self.ne[0] / self.dtype.block_elems(),
+            self.ne[1],
+            self.ne[2],
+            self.ne[3],
+        ];
+        (0..MAX_DIMS).try_fold(self.dtype.block_bytes(), |acc, i| {
+            blocks[i]
+                .checked_sub(1)?
+                .checked_mul(self.nb[i])?
+                .checked_add(acc)
+        })
     }
 
     /// Whether the elements are packed densely in the natural order.
@@ -82,10 +97,15 @@ impl Layout {
     /// The same bytes seen with another shape; only contiguous layouts can be reshaped.
     pub fn reshape(&self, ne: [usize; MAX_DIMS]) -> Result<Layout> {
         if !self.is_contiguous() {
-            return Err(Error::shape("reshape needs a contiguous tensor (use cont first)"));
+            return Err(Error::shape(
+                "reshape needs a contiguous tensor (use cont first)",
+            ));
         }
         if ne.iter().product::<usize>() != self.n_elements() {
-            return Err(Error::shape(format!("cannot reshape {:?} to {ne:?}", self.ne)));
+            return Err(Error::shape(format!(
+                "cannot reshape {:?} to {ne:?}",
+                self.ne
+            )));
         }
         Layout::contiguous(self.dtype, ne)
     }
@@ -95,11 +115,15 @@ impl Layout {
         let mut seen = [false; MAX_DIMS];
         for &a in &axes {
             if a >= MAX_DIMS || std::mem::replace(&mut seen[a], true) {
-                return Err(Error::shape(format!("{axes:?} is not a permutation of 0..4")));
+                return Err(Error::shape(format!(
+                    "{axes:?} is not a permutation of 0..4"
+                )));
             }
         }
         if self.dtype.is_quantized() && axes[0] != 0 {
-            return Err(Error::shape("a quantized tensor cannot move its row dimension"));
+            return Err(Error::shape(
+                "a quantized tensor cannot move its row dimension",
+            ));
         }
         let mut out = *self;
         for (i, &a) in axes.iter().enumerate() {
@@ -123,7 +147,13 @@ impl Layout {
         if dtype.is_quantized() && nb[0] != dtype.block_bytes() {
             return Err(Error::shape("quantized rows must be dense"));
         }
-        Ok(Layout { dtype, ne, nb })
+        let layout = Layout { dtype, ne, nb };
+        match layout.checked_span() {
+            Some(_) => Ok(layout),
+            None => Err(Error::shape(format!(
+                "{ne:?} with strides {nb:?} overflows"
+            ))),
+        }
     }
 }
 

@@ -42,14 +42,27 @@ fn permuted(values: &[f32], s: [usize; 4], axes: [usize; 4]) -> ([usize; 4], Vec
 const NO_PERMUTE: [usize; 4] = [0, 1, 2, 3];
 
 /// An input of `dtype` and storage shape `s` filled with U[lo, hi), seen through `axes`.
-fn operand(g: &mut Graph, rng: &mut Rng, dtype: DType, s: [usize; 4], axes: [usize; 4], range: (f32, f32)) -> Operand {
+fn operand(
+    g: &mut Graph,
+    rng: &mut Rng,
+    dtype: DType,
+    s: [usize; 4],
+    axes: [usize; 4],
+    range: (f32, f32),
+) -> Operand {
     let storage = g.input("in", dtype, &s).unwrap();
     let mut stored = rng.vec(s.iter().product(), range.0, range.1);
     if dtype == DType::F16 {
-        stored.iter_mut().for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+        stored
+            .iter_mut()
+            .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
     }
     let (ne, vals) = permuted(&stored, s, axes);
-    let id = if axes == NO_PERMUTE { storage } else { g.permute(storage, axes).unwrap() };
+    let id = if axes == NO_PERMUTE {
+        storage
+    } else {
+        g.permute(storage, axes).unwrap()
+    };
     Operand {
         id,
         storage,
@@ -60,7 +73,10 @@ fn operand(g: &mut Graph, rng: &mut Rng, dtype: DType, s: [usize; 4], axes: [usi
 }
 
 fn run(g: Graph, ops: &[&Operand], out: TensorId) -> Vec<f32> {
-    let inputs: Vec<_> = ops.iter().map(|o| (o.storage, Fill::F32(o.stored.clone()))).collect();
+    let inputs: Vec<_> = ops
+        .iter()
+        .map(|o| (o.storage, Fill::F32(o.stored.clone())))
+        .collect();
     run_cpu(g, &inputs, out).unwrap()
 }
 
@@ -85,10 +101,20 @@ fn add_and_mul_broadcast_over_permuted_sources() {
             let mut g = Graph::new();
             let a = operand(&mut g, &mut rng, DType::F32, na, NO_PERMUTE, range);
             let b = operand(&mut g, &mut rng, DType::F32, sb, axes, range);
-            let out = if mul { g.mul(a.id, b.id) } else { g.add(a.id, b.id) }.unwrap();
+            let out = if mul {
+                g.mul(a.id, b.id)
+            } else {
+                g.add(a.id, b.id)
+            }
+            .unwrap();
             let want: Vec<f64> = indices(na)
                 .map(|i| {
-                    let j = [i[0] % b.ne[0], i[1] % b.ne[1], i[2] % b.ne[2], i[3] % b.ne[3]];
+                    let j = [
+                        i[0] % b.ne[0],
+                        i[1] % b.ne[1],
+                        i[2] % b.ne[2],
+                        i[3] % b.ne[3],
+                    ];
                     if mul {
                         a.at(i) * b.at(j)
                     } else {
@@ -107,10 +133,17 @@ fn unary_ops_on_f32_f16_and_permuted_inputs() {
     type Formula = fn(f64) -> f64;
     let silu: Formula = |x| x / (1.0 + (-x).exp());
     let relu: Formula = |x| x.max(0.0);
-    let gelu: Formula = |x| 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh());
+    let gelu: Formula = |x| {
+        0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+    };
     let scale: Formula = |x| x * 0.37;
     let mut rng = Rng::new(2);
-    for (name, f) in [("silu", silu), ("relu", relu), ("gelu", gelu), ("scale", scale)] {
+    for (name, f) in [
+        ("silu", silu),
+        ("relu", relu),
+        ("gelu", gelu),
+        ("scale", scale),
+    ] {
         for dtype in [DType::F32, DType::F16] {
             for (shape, axes) in [([128, 2, 2, 2], NO_PERMUTE), ([5, 7, 11, 13], [1, 0, 3, 2])] {
                 let mut g = Graph::new();
@@ -152,7 +185,9 @@ fn soft_max_with_scale_and_broadcast_masks() {
             for i in indices([1, ne[1], ne[2], ne[3]]) {
                 let row: Vec<f64> = (0..ne[0])
                     .map(|i0| {
-                        let bias = m.as_ref().map_or(0.0, |m| m.at([i0, i[1], i[2] % m.ne[2], i[3] % m.ne[3]]));
+                        let bias = m
+                            .as_ref()
+                            .map_or(0.0, |m| m.at([i0, i[1], i[2] % m.ne[2], i[3] % m.ne[3]]));
                         a.at([i0, i[1], i[2], i[3]]) * scale as f64 + bias
                     })
                     .collect();
@@ -162,7 +197,12 @@ fn soft_max_with_scale_and_broadcast_masks() {
             }
             let ops: Vec<&Operand> = std::iter::once(&a).chain(m.as_ref()).collect();
             let got = run(g, &ops, out);
-            assert_close(&got, &want, 1e-12, &format!("soft_max {ne:?} mask {mask:?}"));
+            assert_close(
+                &got,
+                &want,
+                1e-12,
+                &format!("soft_max {ne:?} mask {mask:?}"),
+            );
         }
     }
 }
@@ -170,22 +210,40 @@ fn soft_max_with_scale_and_broadcast_masks() {
 #[test]
 fn norm_and_rms_norm_over_odd_and_permuted_rows() {
     let mut rng = Rng::new(4);
-    for (shape, axes) in [([64, 5, 4, 3], NO_PERMUTE), ([1025, 5, 4, 3], NO_PERMUTE), ([5, 33, 4, 3], [1, 0, 2, 3])] {
+    for (shape, axes) in [
+        ([64, 5, 4, 3], NO_PERMUTE),
+        ([1025, 5, 4, 3], NO_PERMUTE),
+        ([5, 33, 4, 3], [1, 0, 2, 3]),
+    ] {
         for eps in [0.0f32, 1e-6, 1e-4, 0.1, 10.0] {
             for rms in [false, true] {
                 let mut g = Graph::new();
                 let range = if rms { (-10.0, 10.0) } else { (-1.0, 1.0) };
                 let a = operand(&mut g, &mut rng, DType::F32, shape, axes, range);
-                let out = if rms { g.rms_norm(a.id, eps) } else { g.norm(a.id, eps) }.unwrap();
+                let out = if rms {
+                    g.rms_norm(a.id, eps)
+                } else {
+                    g.norm(a.id, eps)
+                }
+                .unwrap();
                 let n0 = a.ne[0];
                 let mut want = Vec::new();
                 for row in a.vals.chunks(n0) {
-                    let mean = if rms { 0.0 } else { row.iter().sum::<f64>() / n0 as f64 };
+                    let mean = if rms {
+                        0.0
+                    } else {
+                        row.iter().sum::<f64>() / n0 as f64
+                    };
                     let var = row.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n0 as f64;
                     want.extend(row.iter().map(|x| (x - mean) / (var + eps as f64).sqrt()));
                 }
                 let got = run(g, &[&a], out);
-                assert_close(&got, &want, 1e-11, &format!("norm rms={rms} {shape:?} eps={eps}"));
+                assert_close(
+                    &got,
+                    &want,
+                    1e-11,
+                    &format!("norm rms={rms} {shape:?} eps={eps}"),
+                );
             }
         }
     }
@@ -199,7 +257,13 @@ fn diag_mask_inf_masks_the_future() {
         let a = operand(&mut g, &mut rng, DType::F32, ne, NO_PERMUTE, (-1.0, 1.0));
         let out = g.diag_mask_inf(a.id, 5).unwrap();
         let want: Vec<f64> = indices(ne)
-            .map(|i| if i[0] > 5 + i[1] { f64::NEG_INFINITY } else { a.at(i) })
+            .map(|i| {
+                if i[0] > 5 + i[1] {
+                    f64::NEG_INFINITY
+                } else {
+                    a.at(i)
+                }
+            })
             .collect();
         let got = run(g, &[&a], out);
         assert_close(&got, &want, 0.0, &format!("diag_mask_inf {ne:?}"));
@@ -211,7 +275,11 @@ fn mul_mat_ref(a: &Operand, b: &Operand) -> Vec<f64> {
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
     let out_ne = [a.ne[1], b.ne[1], b.ne[2], b.ne[3]];
     indices(out_ne)
-        .map(|[m, n, i2, i3]| (0..a.ne[0]).map(|k| a.at([k, m, i2 / r2, i3 / r3]) * b.at([k, n, i2, i3])).sum())
+        .map(|[m, n, i2, i3]| {
+            (0..a.ne[0])
+                .map(|k| a.at([k, m, i2 / r2, i3 / r3]) * b.at([k, n, i2, i3]))
+                .sum()
+        })
         .collect()
 }
 
@@ -235,7 +303,12 @@ fn mul_mat_float_weights_with_broadcast_and_permutes() {
             let out = g.mul_mat(a.id, b.id).unwrap();
             let want = mul_mat_ref(&a, &b);
             let got = run(g, &[&a, &b], out);
-            assert_close(&got, &want, 1e-11, &format!("mul_mat {dtype} {:?} x {:?}", a.ne, b.ne));
+            assert_close(
+                &got,
+                &want,
+                1e-11,
+                &format!("mul_mat {dtype} {:?} x {:?}", a.ne, b.ne),
+            );
         }
     }
 }
@@ -248,12 +321,23 @@ fn mul_mat_and_get_rows_with_quantized_weights() {
             // Weights are quantized when written; the reference uses their dequantized values.
             let w = rng.vec(512 * 12, -1.0, 1.0);
             let mut deq = vec![0.0; w.len()];
-            quant::dequantize_row(dtype, &quant::quantize_row(dtype, &w).unwrap(), &mut deq).unwrap();
+            quant::dequantize_row(dtype, &quant::quantize_row(dtype, &w).unwrap(), &mut deq)
+                .unwrap();
             let mut g = Graph::new();
             let wa = g.input("w", dtype, &[512, 12]).unwrap();
-            let b = operand(&mut g, &mut rng, DType::F32, [512, n, 2, 1], NO_PERMUTE, (-1.0, 1.0));
+            let b = operand(
+                &mut g,
+                &mut rng,
+                DType::F32,
+                [512, n, 2, 1],
+                NO_PERMUTE,
+                (-1.0, 1.0),
+            );
             let out = g.mul_mat(wa, b.id).unwrap();
-            let inputs = vec![(wa, Fill::F32(w.clone())), (b.storage, Fill::F32(b.stored.clone()))];
+            let inputs = vec![
+                (wa, Fill::F32(w.clone())),
+                (b.storage, Fill::F32(b.stored.clone())),
+            ];
             let dequantized = Operand {
                 id: wa,
                 storage: wa,
@@ -273,7 +357,10 @@ fn mul_mat_and_get_rows_with_quantized_weights() {
             let rows = g.get_rows(table, idx).unwrap();
             let inputs = vec![(table, Fill::F32(w)), (idx, Fill::I32(ids.clone()))];
             let got = run_cpu(g, &inputs, rows).unwrap();
-            let want: Vec<f64> = ids.iter().flat_map(|&r| dequantized.vals[r as usize * 512..][..512].to_vec()).collect();
+            let want: Vec<f64> = ids
+                .iter()
+                .flat_map(|&r| dequantized.vals[r as usize * 512..][..512].to_vec())
+                .collect();
             assert_close(&got, &want, 0.0, &format!("get_rows {dtype}"));
         }
     }
@@ -284,12 +371,24 @@ fn get_rows_float_tables_with_batches_and_bad_indices() {
     let mut rng = Rng::new(8);
     for dtype in [DType::F32, DType::F16] {
         let mut g = Graph::new();
-        let a = operand(&mut g, &mut rng, dtype, [7, 5, 3, 1], NO_PERMUTE, (-1.0, 1.0));
+        let a = operand(
+            &mut g,
+            &mut rng,
+            dtype,
+            [7, 5, 3, 1],
+            NO_PERMUTE,
+            (-1.0, 1.0),
+        );
         let idx = g.input("ids", DType::I32, &[4, 3]).unwrap();
         let ids: Vec<i32> = (0..12).map(|_| rng.below(5) as i32).collect();
         let out = g.get_rows(a.id, idx).unwrap();
-        let want: Vec<f64> = indices([7, 4, 3, 1]).map(|[c, r, j, _]| a.at([c, ids[r + 4 * j] as usize, j, 0])).collect();
-        let inputs = vec![(a.storage, Fill::F32(a.stored.clone())), (idx, Fill::I32(ids))];
+        let want: Vec<f64> = indices([7, 4, 3, 1])
+            .map(|[c, r, j, _]| a.at([c, ids[r + 4 * j] as usize, j, 0]))
+            .collect();
+        let inputs = vec![
+            (a.storage, Fill::F32(a.stored.clone())),
+            (idx, Fill::I32(ids)),
+        ];
         let got = run_cpu(g, &inputs, out).unwrap();
         assert_close(&got, &want, 0.0, &format!("get_rows {dtype}"));
     }
@@ -297,7 +396,12 @@ fn get_rows_float_tables_with_batches_and_bad_indices() {
     let a = g.input("t", DType::F32, &[4, 3]).unwrap();
     let idx = g.input("ids", DType::I32, &[1]).unwrap();
     let out = g.get_rows(a, idx).unwrap();
-    let err = run_cpu(g, &[(a, Fill::F32(vec![0.0; 12])), (idx, Fill::I32(vec![3]))], out).unwrap_err();
+    let err = run_cpu(
+        g,
+        &[(a, Fill::F32(vec![0.0; 12])), (idx, Fill::I32(vec![3]))],
+        out,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("row index 3"), "{err}");
 }
 
@@ -305,7 +409,10 @@ fn get_rows_float_tables_with_batches_and_bad_indices() {
 /// `pos * base^(-i0/n_dims)`, with YaRN's ramp between interpolated and extrapolated angles.
 fn rope_ref(x: &Operand, pos: &[i32], p: &RopeParams) -> Vec<f64> {
     let nd = p.n_dims as f64;
-    let corr_dim = |n_rot: f64| nd * (p.n_ctx_orig as f64 / (n_rot * 2.0 * std::f64::consts::PI)).ln() / (2.0 * (p.freq_base as f64).ln());
+    let corr_dim = |n_rot: f64| {
+        nd * (p.n_ctx_orig as f64 / (n_rot * 2.0 * std::f64::consts::PI)).ln()
+            / (2.0 * (p.freq_base as f64).ln())
+    };
     let lo = corr_dim(p.beta_fast as f64).floor().max(0.0);
     let hi = corr_dim(p.beta_slow as f64).ceil().min(nd - 1.0);
     let mut out = x.vals.clone();
@@ -336,12 +443,17 @@ fn rope_ref(x: &Operand, pos: &[i32], p: &RopeParams) -> Vec<f64> {
 fn rope_normal_and_neox_with_and_without_yarn() {
     let mut rng = Rng::new(9);
     for mode in [RopeMode::Normal, RopeMode::Neox] {
-        for (ne, n_dims) in [([128, 4, 3, 1], 128), ([64, 3, 5, 1], 32), ([36, 2, 4, 1], 20)] {
+        for (ne, n_dims) in [
+            ([128, 4, 3, 1], 128),
+            ([64, 3, 5, 1], 32),
+            ([36, 2, 4, 1], 20),
+        ] {
             for yarn in [false, true] {
                 for dtype in [DType::F32, DType::F16] {
                     let mut p = RopeParams::new(mode, n_dims, 10000.0);
                     if yarn {
-                        (p.freq_scale, p.ext_factor, p.attn_factor, p.n_ctx_orig) = (1.0 / 1.4245, 0.7465, 1.4245, 512);
+                        (p.freq_scale, p.ext_factor, p.attn_factor, p.n_ctx_orig) =
+                            (1.0 / 1.4245, 0.7465, 1.4245, 512);
                     }
                     let mut g = Graph::new();
                     let x = operand(&mut g, &mut rng, dtype, ne, NO_PERMUTE, (-1.0, 1.0));
@@ -350,10 +462,18 @@ fn rope_normal_and_neox_with_and_without_yarn() {
                     let out = g.rope(x.id, pos_id, p).unwrap();
                     let round = |v: f64| if dtype == DType::F16 { f16_round(v) } else { v };
                     let want: Vec<f64> = rope_ref(&x, &pos, &p).into_iter().map(round).collect();
-                    let inputs = vec![(x.storage, Fill::F32(x.stored.clone())), (pos_id, Fill::I32(pos))];
+                    let inputs = vec![
+                        (x.storage, Fill::F32(x.stored.clone())),
+                        (pos_id, Fill::I32(pos)),
+                    ];
                     let got = run_cpu(g, &inputs, out).unwrap();
                     let limit = if dtype == DType::F16 { 1e-6 } else { 1e-9 };
-                    assert_close(&got, &want, limit, &format!("rope {mode:?} {ne:?} n_dims={n_dims} yarn={yarn} {dtype}"));
+                    assert_close(
+                        &got,
+                        &want,
+                        limit,
+                        &format!("rope {mode:?} {ne:?} n_dims={n_dims} yarn={yarn} {dtype}"),
+                    );
                 }
             }
         }
@@ -363,30 +483,63 @@ fn rope_normal_and_neox_with_and_without_yarn() {
 #[test]
 fn cpy_cont_and_cast_between_f32_and_f16_layouts() {
     let mut rng = Rng::new(10);
-    for (src_t, dst_t) in [(DType::F32, DType::F32), (DType::F32, DType::F16), (DType::F16, DType::F32), (DType::F16, DType::F16)] {
+    for (src_t, dst_t) in [
+        (DType::F32, DType::F32),
+        (DType::F32, DType::F16),
+        (DType::F16, DType::F32),
+        (DType::F16, DType::F16),
+    ] {
         for axes in [NO_PERMUTE, [0, 2, 1, 3], [1, 0, 2, 3], [0, 3, 1, 2]] {
             let mut g = Graph::new();
-            let a = operand(&mut g, &mut rng, src_t, [32, 3, 5, 7], axes, (-150.0, 150.0));
+            let a = operand(
+                &mut g,
+                &mut rng,
+                src_t,
+                [32, 3, 5, 7],
+                axes,
+                (-150.0, 150.0),
+            );
             let out = g.cast(a.id, dst_t).unwrap();
             let round = |v: f64| if dst_t == DType::F16 { f16_round(v) } else { v };
             let want: Vec<f64> = a.vals.iter().map(|&v| round(v)).collect();
             let got = run(g, &[&a], out);
-            assert_close(&got, &want, 0.0, &format!("cast {src_t}->{dst_t} via {axes:?}"));
+            assert_close(
+                &got,
+                &want,
+                0.0,
+                &format!("cast {src_t}->{dst_t} via {axes:?}"),
+            );
         }
     }
 
     // cpy into a strided window of a larger tensor, as a KV-cache write does.
     let mut g = Graph::new();
-    let src = operand(&mut g, &mut rng, DType::F32, [8, 3, 1, 1], NO_PERMUTE, (-1.0, 1.0));
+    let src = operand(
+        &mut g,
+        &mut rng,
+        DType::F32,
+        [8, 3, 1, 1],
+        NO_PERMUTE,
+        (-1.0, 1.0),
+    );
     let cache = g.input("cache", DType::F16, &[8, 10]).unwrap();
     let row_bytes = 8 * 2;
     let window = g.view(cache, &[8, 3], &[row_bytes], 4 * row_bytes).unwrap();
     let written = g.cpy(src.id, window).unwrap();
-    g.set_output(written);
-    let inputs = vec![(src.storage, Fill::F32(src.stored.clone())), (cache, Fill::F32(vec![7.0; 80]))];
+    g.set_output(written).unwrap();
+    let inputs = vec![
+        (src.storage, Fill::F32(src.stored.clone())),
+        (cache, Fill::F32(vec![7.0; 80])),
+    ];
     let got = run_cpu(g, &inputs, cache).unwrap();
     let want: Vec<f64> = (0..80)
-        .map(|i| if (32..56).contains(&i) { f16_round(src.vals[i - 32]) } else { 7.0 })
+        .map(|i| {
+            if (32..56).contains(&i) {
+                f16_round(src.vals[i - 32])
+            } else {
+                7.0
+            }
+        })
         .collect();
     assert_close(&got, &want, 0.0, "cpy into a cache window");
 }
@@ -401,9 +554,19 @@ fn builders_reject_mismatched_operands() {
     assert!(g.add(a, b).is_err(), "3 does not divide 4");
     assert!(g.mul_mat(a, b).is_err(), "K differs");
     assert!(g.silu(q).is_err(), "unary ops take floats");
-    assert!(g.rope(a, i, RopeParams::new(RopeMode::Normal, 4, 1e4)).is_err(), "positions per dim 2");
+    assert!(
+        g.rope(a, i, RopeParams::new(RopeMode::Normal, 4, 1e4))
+            .is_err(),
+        "positions per dim 2"
+    );
     assert!(g.reshape(a, &[5, 2]).is_err(), "element count differs");
-    assert!(g.view(a, &[4, 4], &[16], 0).is_err(), "view runs past the tensor");
-    assert!(g.permute(q, [1, 0, 2, 3]).is_err(), "quantized rows stay rows");
+    assert!(
+        g.view(a, &[4, 4], &[16], 0).is_err(),
+        "view runs past the tensor"
+    );
+    assert!(
+        g.permute(q, [1, 0, 2, 3]).is_err(),
+        "quantized rows stay rows"
+    );
     assert!(g.input("bad", DType::Q4_0, &[33]).is_err(), "partial block");
 }

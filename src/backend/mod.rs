@@ -73,7 +73,9 @@ pub(crate) fn check_range(backend: &str, size: usize, offset: usize, len: usize)
         Some(end) if end <= size => Ok(()),
         _ => Err(crate::Error::Backend {
             backend: backend.to_string(),
-            msg: format!("access of {len} bytes at offset {offset} is outside the {size}-byte buffer"),
+            msg: format!(
+                "access of {len} bytes at offset {offset} is outside the {size}-byte buffer"
+            ),
         }),
     }
 }

@@ -139,7 +139,7 @@ mod tests {
         let b = g.relu(a).unwrap(); // a is dead after this
         let c = g.gelu(b).unwrap(); // may reuse a's bytes
         let d = g.scale(c, 2.0).unwrap();
-        g.set_output(d);
+        g.set_output(d).unwrap();
         let plan = plan_allocation(&g, &g.compute_order(), 256);
         let off = |id| plan.offsets.iter().find(|(t, _)| *t == id).unwrap().1;
         assert_eq!(plan.offsets.len(), 5);

@@ -8,20 +8,32 @@ use crate::{DType, Error, Result};
 fn float_type(g: &Graph, id: TensorId, op: &str) -> Result<DType> {
     match g.layout(id).dtype {
         t @ (DType::F32 | DType::F16) => Ok(t),
-        t => Err(Error::shape(format!("{op}: '{}' is {t}; f32 or f16 expected", g.node(id).name))),
+        t => Err(Error::shape(format!(
+            "{op}: '{}' is {t}; f32 or f16 expected",
+            g.node(id).name
+        ))),
     }
 }
 
 fn expect_type(g: &Graph, id: TensorId, want: DType, op: &str) -> Result<()> {
     let t = g.layout(id).dtype;
     if t != want {
-        return Err(Error::shape(format!("{op}: '{}' is {t}; {want} expected", g.node(id).name)));
+        return Err(Error::shape(format!(
+            "{op}: '{}' is {t}; {want} expected",
+            g.node(id).name
+        )));
     }
     Ok(())
 }
 
 impl Graph {
-    fn op_node(&mut self, op: Op, src: Vec<TensorId>, dtype: DType, ne: [usize; MAX_DIMS]) -> Result<TensorId> {
+    fn op_node(
+        &mut self,
+        op: Op,
+        src: Vec<TensorId>,
+        dtype: DType,
+        ne: [usize; MAX_DIMS],
+    ) -> Result<TensorId> {
         let layout = Layout::contiguous(dtype, ne)?;
         let name = format!("{}-{}", op.name(), self.len());
         Ok(self.push(name, op, src, layout))
@@ -45,14 +57,28 @@ impl Graph {
     }
 
     /// A strided window of `a`: shape `ne`, byte strides `nb[1..]`, starting `offset` bytes in.
-    pub fn view(&mut self, a: TensorId, ne: &[usize], nb: &[usize], offset: usize) -> Result<TensorId> {
+    pub fn view(
+        &mut self,
+        a: TensorId,
+        ne: &[usize],
+        nb: &[usize],
+        offset: usize,
+    ) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         let ne = shape4(ne)?;
         let dtype = self.layout(a).dtype;
         let mut strides = [dtype.block_bytes(), 0, 0, 0];
         for i in 1..MAX_DIMS {
             strides[i] = match nb.get(i - 1) {
                 Some(&s) => s,
-                None => strides[i - 1] * if i == 1 { ne[0] / dtype.block_elems() } else { ne[i - 1] },
+                None => {
+                    strides[i - 1]
+                        * if i == 1 {
+                            ne[0] / dtype.block_elems()
+                        } else {
+                            ne[i - 1]
+                        }
+                }
             };
         }
         let layout = Layout::strided(dtype, ne, strides)?;
@@ -61,28 +87,35 @@ impl Graph {
 
     /// The same contiguous bytes with another shape.
     pub fn reshape(&mut self, a: TensorId, ne: &[usize]) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         let layout = self.layout(a).reshape(shape4(ne)?)?;
         self.view_node(a, layout, 0)
     }
 
     /// ggml_permute: dimension `i` of `a` becomes dimension `axes[i]`.
     pub fn permute(&mut self, a: TensorId, axes: [usize; MAX_DIMS]) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         let layout = self.layout(a).permute(axes)?;
         self.view_node(a, layout, 0)
     }
 
     /// Swaps dimensions 0 and 1.
     pub fn transpose(&mut self, a: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.permute(a, [1, 0, 2, 3])
     }
 
     /// Copies `a` into `b`'s bytes (converting f32/f16); the result is `b` after the copy.
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a, b])?;
         float_type(self, a, "cpy")?;
         float_type(self, b, "cpy")?;
         let (la, lb) = (*self.layout(a), *self.layout(b));
         if la.n_elements() != lb.n_elements() {
-            return Err(Error::shape(format!("cpy: {:?} and {:?} differ in element count", la.ne, lb.ne)));
+            return Err(Error::shape(format!(
+                "cpy: {:?} and {:?} differ in element count",
+                la.ne, lb.ne
+            )));
         }
         let name = format!("cpy-{}", self.len());
         let id = self.push(name, Op::Cpy, vec![a], lb);
@@ -92,6 +125,7 @@ impl Graph {
 
     /// `a` converted to `dtype` in a new contiguous tensor.
     pub fn cast(&mut self, a: TensorId, dtype: DType) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         float_type(self, a, "cast")?;
         if !matches!(dtype, DType::F32 | DType::F16) {
             return Err(Error::shape(format!("cast: to {dtype} is not supported")));
@@ -102,6 +136,7 @@ impl Graph {
 
     /// `a` copied into a new contiguous tensor of the same type.
     pub fn cont(&mut self, a: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         let dtype = self.layout(a).dtype;
         self.cast(a, dtype)
     }
@@ -111,18 +146,23 @@ impl Graph {
         float_type(self, b, op.name())?;
         let (na, nb) = (self.layout(a).ne, self.layout(b).ne);
         if (0..MAX_DIMS).any(|i| na[i] % nb[i] != 0) {
-            return Err(Error::shape(format!("{}: {nb:?} does not broadcast to {na:?}", op.name())));
+            return Err(Error::shape(format!(
+                "{}: {nb:?} does not broadcast to {na:?}",
+                op.name()
+            )));
         }
         self.op_node(op, vec![a, b], ta, na)
     }
 
     /// `a + b`, `b` broadcast (repeated) over `a`.
     pub fn add(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a, b])?;
         self.binary(Op::Add, a, b)
     }
 
     /// `a * b`, `b` broadcast (repeated) over `a`.
     pub fn mul(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a, b])?;
         self.binary(Op::Mul, a, b)
     }
 
@@ -134,21 +174,25 @@ impl Graph {
 
     /// `a * s`.
     pub fn scale(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.unary(Op::Scale(s), a)
     }
 
     /// `x * sigmoid(x)`.
     pub fn silu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.unary(Op::Silu, a)
     }
 
     /// `max(x, 0)`.
     pub fn relu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.unary(Op::Relu, a)
     }
 
     /// GELU (tanh approximation).
     pub fn gelu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.unary(Op::Gelu, a)
     }
 
@@ -160,30 +204,46 @@ impl Graph {
 
     /// Layer normalization without weights.
     pub fn norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.row_op(Op::Norm { eps }, a)
     }
 
     /// RMS normalization without weights.
     pub fn rms_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.row_op(Op::RmsNorm { eps }, a)
     }
 
     /// Causal mask: -inf above the diagonal shifted by `n_past`.
     pub fn diag_mask_inf(&mut self, a: TensorId, n_past: usize) -> Result<TensorId> {
+        self.check_ids(&[a])?;
         self.row_op(Op::DiagMaskInf { n_past }, a)
     }
 
     /// Row softmax of `a * scale + mask`; the mask has `a`'s row length, at least
     /// as many rows, and is broadcast over dims 2 and 3.
-    pub fn soft_max(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32) -> Result<TensorId> {
+    pub fn soft_max(
+        &mut self,
+        a: TensorId,
+        mask: Option<TensorId>,
+        scale: f32,
+    ) -> Result<TensorId> {
+        self.check_ids(&[a])?;
+        self.check_ids(mask.as_slice())?;
         expect_type(self, a, DType::F32, "soft_max")?;
         let na = self.layout(a).ne;
         let mut src = vec![a];
         if let Some(m) = mask {
             float_type(self, m, "soft_max mask")?;
             let nm = self.layout(m).ne;
-            if nm[0] != na[0] || nm[1] < na[1] || !na[2].is_multiple_of(nm[2]) || !na[3].is_multiple_of(nm[3]) {
-                return Err(Error::shape(format!("soft_max: mask {nm:?} does not fit {na:?}")));
+            if nm[0] != na[0]
+                || nm[1] < na[1]
+                || !na[2].is_multiple_of(nm[2])
+                || !na[3].is_multiple_of(nm[3])
+            {
+                return Err(Error::shape(format!(
+                    "soft_max: mask {nm:?} does not fit {na:?}"
+                )));
             }
             src.push(m);
         }
@@ -193,6 +253,7 @@ impl Graph {
     /// ggml mul_mat: `a` `[K, M, A2, A3]` (weights) times `b` `[K, N, B2, B3]` (f32)
     /// gives f32 `[M, N, B2, B3]`; `a` is broadcast when `B2 % A2 == 0 && B3 % A3 == 0`.
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a, b])?;
         expect_type(self, b, DType::F32, "mul_mat")?;
         if self.layout(a).dtype == DType::I32 {
             return Err(Error::shape("mul_mat: i32 weights are not supported"));
@@ -201,32 +262,51 @@ impl Graph {
         if na[0] != nb[0] || nb[2] % na[2] != 0 || nb[3] % na[3] != 0 {
             return Err(Error::shape(format!("mul_mat: {na:?} x {nb:?} do not fit")));
         }
-        self.op_node(Op::MulMat, vec![a, b], DType::F32, [na[1], nb[1], nb[2], nb[3]])
+        self.op_node(
+            Op::MulMat,
+            vec![a, b],
+            DType::F32,
+            [na[1], nb[1], nb[2], nb[3]],
+        )
     }
 
     /// Rows of `a` `[n, m, A2, A3]` picked by i32 `idx` `[r, A2, A3]`; gives f32 `[n, r, A2, A3]`.
     pub fn get_rows(&mut self, a: TensorId, idx: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a, idx])?;
         expect_type(self, idx, DType::I32, "get_rows indices")?;
         if self.layout(a).dtype == DType::I32 {
             return Err(Error::shape("get_rows: i32 tables are not supported"));
         }
         let (na, ni) = (self.layout(a).ne, self.layout(idx).ne);
         if ni[1] != na[2] || ni[2] != na[3] || ni[3] != 1 {
-            return Err(Error::shape(format!("get_rows: indices {ni:?} do not fit table {na:?}")));
+            return Err(Error::shape(format!(
+                "get_rows: indices {ni:?} do not fit table {na:?}"
+            )));
         }
-        self.op_node(Op::GetRows, vec![a, idx], DType::F32, [na[0], ni[0], ni[1], ni[2]])
+        self.op_node(
+            Op::GetRows,
+            vec![a, idx],
+            DType::F32,
+            [na[0], ni[0], ni[1], ni[2]],
+        )
     }
 
     /// Rotary embedding of `a` `[head_dim, heads, tokens, 1]` at i32 positions `pos` `[tokens]`.
     pub fn rope(&mut self, a: TensorId, pos: TensorId, p: RopeParams) -> Result<TensorId> {
+        self.check_ids(&[a, pos])?;
         let t = float_type(self, a, "rope")?;
         expect_type(self, pos, DType::I32, "rope positions")?;
         let (na, np) = (self.layout(a).ne, self.layout(pos).ne);
         if np != [na[2], 1, 1, 1] {
-            return Err(Error::shape(format!("rope: positions {np:?} for {na:?}; one per dim-2 index")));
+            return Err(Error::shape(format!(
+                "rope: positions {np:?} for {na:?}; one per dim-2 index"
+            )));
         }
         if p.n_dims == 0 || !p.n_dims.is_multiple_of(2) || p.n_dims > na[0] {
-            return Err(Error::shape(format!("rope: n_dims {} for rows of {}", p.n_dims, na[0])));
+            return Err(Error::shape(format!(
+                "rope: n_dims {} for rows of {}",
+                p.n_dims, na[0]
+            )));
         }
         self.op_node(Op::Rope(p), vec![a, pos], t, na)
     }

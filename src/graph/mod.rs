@@ -9,7 +9,7 @@
 //! let x = g.input("x", DType::F32, &[4])?;
 //! let y = g.silu(x)?;
 //! let y = g.scale(y, 2.0)?;
-//! g.set_output(y);
+//! g.set_output(y)?;
 //! let cpu = CpuBackend::new();
 //! g.allocate(&cpu)?;
 //! g.write_f32(&cpu, x, &[0.0, 1.0, -1.0, 2.0])?;
@@ -45,7 +45,12 @@ pub struct TensorData {
 
 impl std::fmt::Debug for TensorData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TensorData({} bytes @ {})", self.buffer.size(), self.offset)
+        write!(
+            f,
+            "TensorData({} bytes @ {})",
+            self.buffer.size(),
+            self.offset
+        )
     }
 }
 
@@ -78,7 +83,10 @@ pub struct Graph {
 /// Pads a shape of 1 to 4 dimensions with ones.
 pub fn shape4(ne: &[usize]) -> Result<[usize; MAX_DIMS]> {
     if ne.is_empty() || ne.len() > MAX_DIMS {
-        return Err(Error::shape(format!("{} dimensions; 1 to 4 are allowed", ne.len())));
+        return Err(Error::shape(format!(
+            "{} dimensions; 1 to 4 are allowed",
+            ne.len()
+        )));
     }
     let mut out = [1; MAX_DIMS];
     out[..ne.len()].copy_from_slice(ne);
@@ -96,9 +104,7 @@ impl Graph {
         &self.nodes
     }
 
-    /// The node of a tensor.
-    ///
-    /// Ids come from this graph's builders, so they are always in range.
+    /// The node of a tensor; panics on an id from another graph (see [`Graph::check_ids`]).
     pub fn node(&self, id: TensorId) -> &Node {
         &self.nodes[id.0]
     }
@@ -128,14 +134,30 @@ impl Graph {
         (0..self.nodes.len()).map(TensorId).collect()
     }
 
+    /// Checks that ids belong to this graph (an id from another graph is an error).
+    pub fn check_ids(&self, ids: &[TensorId]) -> Result<()> {
+        match ids.iter().find(|id| id.0 >= self.nodes.len()) {
+            Some(id) => Err(Error::invalid(format!(
+                "tensor {} is not in this {}-node graph",
+                id.0,
+                self.len()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Renames a tensor (names show up in logs and errors).
-    pub fn set_name(&mut self, id: TensorId, name: impl Into<String>) {
+    pub fn set_name(&mut self, id: TensorId, name: impl Into<String>) -> Result<()> {
+        self.check_ids(&[id])?;
         self.nodes[id.0].name = name.into();
+        Ok(())
     }
 
     /// Keeps a tensor's bytes until the end of the graph so it can be read back.
-    pub fn set_output(&mut self, id: TensorId) {
+    pub fn set_output(&mut self, id: TensorId) -> Result<()> {
+        self.check_ids(&[id])?;
         self.nodes[id.0].is_output = true;
+        Ok(())
     }
 
     fn push(&mut self, name: String, op: Op, src: Vec<TensorId>, layout: Layout) -> TensorId {
@@ -169,9 +191,13 @@ impl Graph {
 
     /// Binds a non-view tensor to bytes in a buffer (weights, caches, inputs).
     pub fn bind(&mut self, id: TensorId, data: TensorData) -> Result<()> {
+        self.check_ids(&[id])?;
         let node = self.node(id);
         if node.view_of.is_some() {
-            return Err(Error::invalid(format!("'{}' is a view and has no storage of its own", node.name)));
+            return Err(Error::invalid(format!(
+                "'{}' is a view and has no storage of its own",
+                node.name
+            )));
         }
         let end = data.offset.checked_add(node.layout.span_bytes());
         if end.is_none_or(|end| end > data.buffer.size()) {
@@ -189,9 +215,13 @@ impl Graph {
 
     /// Where the bytes of a tensor are, following views to their storage.
     pub fn data(&self, id: TensorId) -> Result<TensorData> {
+        self.check_ids(&[id])?;
         let (root, offset) = self.storage_root(id);
         let data = self.node(root).data.as_ref().ok_or_else(|| {
-            Error::invalid(format!("tensor '{}' has no storage: bind or allocate the graph first", self.node(id).name))
+            Error::invalid(format!(
+                "tensor '{}' has no storage: bind or allocate the graph first",
+                self.node(id).name
+            ))
         })?;
         Ok(TensorData {
             buffer: data.buffer.clone(),
@@ -203,12 +233,14 @@ impl Graph {
     /// (intermediates share memory once their last reader ran).
     pub fn allocate(&mut self, backend: &dyn Backend) -> Result<BufferHandle> {
         let plan = plan_allocation(self, &self.compute_order(), backend.alignment());
-        let buffer = backend.alloc_buffer(plan.size.max(1), crate::backend::BufferUsage::Compute)?;
+        let buffer =
+            backend.alloc_buffer(plan.size.max(1), crate::backend::BufferUsage::Compute)?;
         plan.assign(self, &buffer)?;
         Ok(buffer)
     }
 
     fn contiguous_data(&self, id: TensorId) -> Result<TensorData> {
+        self.check_ids(&[id])?;
         if !self.layout(id).is_contiguous() {
             return Err(Error::invalid(format!(
                 "'{}' is not contiguous: only contiguous tensors are read or written whole",
@@ -223,7 +255,11 @@ impl Graph {
         let data = self.contiguous_data(id)?;
         let want = self.layout(id).span_bytes();
         if bytes.len() != want {
-            return Err(Error::invalid(format!("'{}' takes {want} bytes, got {}", self.node(id).name, bytes.len())));
+            return Err(Error::invalid(format!(
+                "'{}' takes {want} bytes, got {}",
+                self.node(id).name,
+                bytes.len()
+            )));
         }
         backend.write_buffer(&data.buffer, data.offset, bytes)
     }
@@ -238,6 +274,7 @@ impl Graph {
 
     /// Writes f32 values, converted (or quantized) to the tensor's type.
     pub fn write_f32(&self, backend: &dyn Backend, id: TensorId, values: &[f32]) -> Result<()> {
+        self.check_ids(&[id])?;
         let layout = self.layout(id);
         if values.len() != layout.n_elements() {
             return Err(Error::invalid(format!(
@@ -253,8 +290,12 @@ impl Graph {
 
     /// Writes i32 values (token ids, positions, row indices).
     pub fn write_i32(&self, backend: &dyn Backend, id: TensorId, values: &[i32]) -> Result<()> {
+        self.check_ids(&[id])?;
         if self.layout(id).dtype != DType::I32 {
-            return Err(Error::invalid(format!("'{}' is not an i32 tensor", self.node(id).name)));
+            return Err(Error::invalid(format!(
+                "'{}' is not an i32 tensor",
+                self.node(id).name
+            )));
         }
         self.write_bytes(backend, id, bytemuck::cast_slice(values))
     }

@@ -60,8 +60,13 @@ pub enum Fill {
 }
 
 /// Allocates `g` on `backend`, writes the inputs, computes, and reads `out` as f32.
-pub fn run_on(backend: &dyn Backend, mut g: Graph, inputs: &[(TensorId, Fill)], out: TensorId) -> Result<Vec<f32>> {
-    g.set_output(out);
+pub fn run_on(
+    backend: &dyn Backend,
+    mut g: Graph,
+    inputs: &[(TensorId, Fill)],
+    out: TensorId,
+) -> Result<Vec<f32>> {
+    g.set_output(out)?;
     g.allocate(backend)?;
     for (id, fill) in inputs {
         match fill {

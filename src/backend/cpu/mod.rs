@@ -52,10 +52,12 @@ fn backend_error(msg: impl Into<String>) -> Error {
 }
 
 fn cpu_buffer(buffer: &BufferHandle) -> Result<&CpuBuffer> {
-    buffer
-        .as_any()
-        .downcast_ref::<CpuBuffer>()
-        .ok_or_else(|| backend_error(format!("a {} buffer cannot be used by the cpu backend", buffer.backend_name())))
+    buffer.as_any().downcast_ref::<CpuBuffer>().ok_or_else(|| {
+        backend_error(format!(
+            "a {} buffer cannot be used by the cpu backend",
+            buffer.backend_name()
+        ))
+    })
 }
 
 /// The reference backend, multi-threaded where it matters (mul_mat, get_rows).
@@ -114,7 +116,10 @@ impl CpuBackend {
             let srcs = sources
                 .iter()
                 .map(|(d, layout)| {
-                    let slot = buffers.iter().position(|b| Arc::ptr_eq(b, &d.buffer)).unwrap_or(0);
+                    let slot = buffers
+                        .iter()
+                        .position(|b| Arc::ptr_eq(b, &d.buffer))
+                        .unwrap_or(0);
                     Src::new(bytemuck::cast_slice(&guards[slot]), d.offset, *layout)
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -123,7 +128,12 @@ impl CpuBackend {
         };
         let buf = cpu_buffer(&dst.buffer)?;
         let mut words = buf.words.write().map_err(|_| lock_error())?;
-        src::store(&node.layout, &mut bytemuck::cast_slice_mut(&mut words)[..buf.size], dst.offset, &values)
+        src::store(
+            &node.layout,
+            &mut bytemuck::cast_slice_mut(&mut words)[..buf.size],
+            dst.offset,
+            &values,
+        )
     }
 }
 
@@ -157,7 +167,8 @@ impl Backend for CpuBackend {
         let buf = cpu_buffer(buffer)?;
         check_range(NAME, buf.size, offset, data.len())?;
         let mut words = buf.words.write().map_err(|_| lock_error())?;
-        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[offset..offset + data.len()].copy_from_slice(data);
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[offset..offset + data.len()]
+            .copy_from_slice(data);
         Ok(())
     }
 

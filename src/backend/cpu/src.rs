@@ -115,7 +115,9 @@ pub fn for_each_index(ne: [usize; 4], mut f: impl FnMut([usize; 4])) {
 
 /// Stores `values` (logical order) into `layout` at `offset` in `buffer`.
 pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) -> Result<()> {
-    let fits = offset.checked_add(layout.span_bytes()).is_some_and(|end| end <= buffer.len());
+    let fits = offset
+        .checked_add(layout.span_bytes())
+        .is_some_and(|end| end <= buffer.len());
     if !fits || values.len() != layout.n_elements() {
         return Err(Error::shape(format!(
             "result of {} values does not fit its {:?} tensor at offset {offset}",
@@ -131,7 +133,11 @@ pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) 
     };
     match layout.dtype {
         DType::F32 | DType::F16 => {}
-        t => return Err(Error::UnsupportedType(format!("cpu results are f32 or f16, not {t}"))),
+        t => {
+            return Err(Error::UnsupportedType(format!(
+                "cpu results are f32 or f16, not {t}"
+            )))
+        }
     }
     for_each_index(layout.ne, |i| {
         if let Some(&v) = next.next() {

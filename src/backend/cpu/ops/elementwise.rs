@@ -38,7 +38,11 @@ pub fn unary(a: Src, f: impl Fn(f32) -> f32) -> Result<Vec<f32>> {
 pub fn diag_mask_inf(a: Src, n_past: usize) -> Result<Vec<f32>> {
     let mut out = Vec::with_capacity(a.layout.n_elements());
     for_each_index(a.ne(), |i| {
-        out.push(if i[0] > n_past + i[1] { f32::NEG_INFINITY } else { a.f32_at(i) });
+        out.push(if i[0] > n_past + i[1] {
+            f32::NEG_INFINITY
+        } else {
+            a.f32_at(i)
+        });
     });
     Ok(out)
 }

@@ -7,7 +7,8 @@ use crate::Result;
 /// The dimension at which a frequency makes `n_rot` rotations over the
 /// original context (YaRN's correction dimension).
 fn corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
-    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
+    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+        / (2.0 * base.ln())
 }
 
 /// First and last dimension of YaRN's ramp between extrapolation and interpolation.
