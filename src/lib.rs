@@ -15,3 +15,8 @@ pub mod tensor;
 
 pub use dtype::DType;
 pub use error::{Error, Result};
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's test command: what CI runs (.ci/run) on a fresh machine.
+# Installs what the tests need (lavapipe when no Vulkan driver is present,
+# the default model when missing), then checks formatting, lints and tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-vulkan.sh
+bash scripts/fetch-model.sh
+export NODEVICE_SELECT=1
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+cargo test
