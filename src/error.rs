@@ -23,7 +23,7 @@ pub enum Error {
         msg: String,
     },
     /// A tensor type that wginfer cannot compute with.
-    #[error("unsupported tensor type {0}")]
+    #[error("unsupported type: {0}")]
     UnsupportedType(String),
     /// Shapes, strides or dtypes that do not fit the operation.
     #[error("shape error: {0}")]

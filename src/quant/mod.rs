@@ -65,7 +65,7 @@ pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()>
         DType::Q4_1 => dequantize_blocks::<BlockQ4_1>(bytes, out),
         DType::Q8_0 => dequantize_blocks::<BlockQ8_0>(bytes, out),
         DType::Q6K => dequantize_blocks::<BlockQ6K>(bytes, out),
-        DType::I32 => unreachable!("rejected by check_row"),
+        DType::I32 => return Err(integer_rows(dtype)),
     }
     Ok(())
 }
@@ -88,7 +88,7 @@ pub fn quantize_row(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
         DType::Q4_1 => quantize_blocks::<BlockQ4_1>(values, &mut bytes),
         DType::Q8_0 => quantize_blocks::<BlockQ8_0>(values, &mut bytes),
         DType::Q6K => quantize_blocks::<BlockQ6K>(values, &mut bytes),
-        DType::I32 => unreachable!("rejected above"),
+        DType::I32 => return Err(integer_rows(dtype)),
     }
     Ok(bytes)
 }
@@ -112,15 +112,17 @@ pub fn dot_row(dtype: DType, bytes: &[u8], x: &[f32]) -> Result<f32> {
         DType::Q4_1 => dot_blocks::<BlockQ4_1>(bytes, x),
         DType::Q8_0 => dot_blocks::<BlockQ8_0>(bytes, x),
         DType::Q6K => dot_blocks::<BlockQ6K>(bytes, x),
-        DType::I32 => unreachable!("rejected by check_row"),
+        DType::I32 => return Err(integer_rows(dtype)),
     })
+}
+
+fn integer_rows(dtype: DType) -> Error {
+    Error::UnsupportedType(format!("{dtype}: integer rows cannot be (de)quantized"))
 }
 
 fn reject_i32(dtype: DType) -> Result<()> {
     match dtype {
-        DType::I32 => Err(Error::UnsupportedType(format!(
-            "{dtype}: integer rows cannot be (de)quantized"
-        ))),
+        DType::I32 => Err(integer_rows(dtype)),
         _ => Ok(()),
     }
 }
