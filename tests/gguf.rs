@@ -376,15 +376,16 @@ fn reads_the_default_model() {
     assert!(first.is_finite() && first.abs() < 100.0, "{first}");
 }
 
-/// Writes small seed files for the fuzzer when `WGINFER_WRITE_FUZZ_SEEDS`
-/// names a directory (otherwise does nothing):
-/// `WGINFER_WRITE_FUZZ_SEEDS=fuzz/corpus/gguf_read cargo test --test gguf write_fuzz_seeds`
+/// Writes small seed files for the fuzzer and checks each parses back. They
+/// go to `WGINFER_WRITE_FUZZ_SEEDS` when it names a directory:
+/// `WGINFER_WRITE_FUZZ_SEEDS=fuzz/corpus/gguf_read cargo test --test gguf fuzz_seeds`
 #[test]
-fn write_fuzz_seeds() {
-    let Some(dir) = std::env::var_os("WGINFER_WRITE_FUZZ_SEEDS") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
+fn fuzz_seeds_parse() {
+    let dir = std::env::var_os("WGINFER_WRITE_FUZZ_SEEDS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("wginfer-seeds-{}", std::process::id()))
+        });
     std::fs::create_dir_all(&dir).unwrap();
     let mut w = GgufWriter::new();
     for (k, v) in all_values() {
@@ -405,4 +406,13 @@ fn write_fuzz_seeds() {
     w.add_tensor("output_norm.weight", DType::F32, &[2], vec![0u8; 8])
         .unwrap();
     w.write_file(dir.join("seed-tiny.gguf")).unwrap();
+    for name in [
+        "seed-values.gguf",
+        "seed-tensors.gguf",
+        "seed-align1.gguf",
+        "seed-tiny.gguf",
+    ] {
+        let file = GgufFile::open(dir.join(name)).unwrap();
+        assert!(file.metadata().len() + file.tensors().len() > 0, "{name}");
+    }
 }
