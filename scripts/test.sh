@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup-vulkan.sh
 bash scripts/fetch-model.sh
-export NODEVICE_SELECT=1
+export NODEVICE_SELECT=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
 cargo test

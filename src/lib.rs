@@ -10,6 +10,7 @@ pub mod dtype;
 pub mod error;
 pub mod gguf;
 pub mod graph;
+pub mod parity;
 pub mod quant;
 pub mod tensor;
 

@@ -3,6 +3,7 @@
 //! reference, and by the wgpu backend.
 
 pub mod cpu;
+pub mod wgpu;
 
 use std::any::Any;
 use std::sync::Arc;

@@ -1,0 +1,208 @@
+//! Device buffers and host transfers: uploads through the queue in bounded
+//! chunks, downloads through a reusable MAP_READ staging buffer.
+
+use std::any::Any;
+use std::sync::Mutex;
+
+use super::Device;
+use crate::backend::{check_range, BackendBuffer, BufferUsage};
+use crate::{Error, Result};
+
+/// wgpu copies move whole 4-byte words.
+const WORD: usize = wgpu::COPY_BUFFER_ALIGNMENT as usize;
+/// Bytes handed to the queue before a submit lets wgpu recycle its staging
+/// memory: a large weight upload never holds a second full copy.
+const UPLOAD_CHUNK: usize = 64 << 20;
+
+/// A storage buffer on one wgpu device.
+pub struct WgpuBuffer {
+    pub(super) buffer: wgpu::Buffer,
+    pub(super) owner: u64,
+    size: usize,
+    usage: BufferUsage,
+    backend_name: String,
+}
+
+impl BackendBuffer for WgpuBuffer {
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn usage(&self) -> BufferUsage {
+        self.usage
+    }
+    fn backend_name(&self) -> &str {
+        &self.backend_name
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The host side of transfers for one device.
+pub struct Transfers {
+    staging: Mutex<Option<wgpu::Buffer>>,
+}
+
+fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+impl Transfers {
+    pub fn new() -> Transfers {
+        Transfers {
+            staging: Mutex::new(None),
+        }
+    }
+
+    /// Allocates a storage buffer, catching out-of-memory and limit errors.
+    pub fn alloc(
+        &self,
+        dev: &Device,
+        size: usize,
+        usage: BufferUsage,
+        owner: u64,
+    ) -> Result<WgpuBuffer> {
+        let limit = dev.ctx.limits.max_buffer_size as usize;
+        let padded = round_up(size.max(1), WORD);
+        if padded > limit {
+            return Err(Error::OutOfMemory(format!(
+                "{}: a buffer of {size} bytes exceeds the device's {limit}-byte buffer limit",
+                dev.name()
+            )));
+        }
+        let buffer = dev.catch(|| {
+            dev.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(match usage {
+                    BufferUsage::Weights => "wginfer weights",
+                    BufferUsage::Compute => "wginfer compute",
+                }),
+                size: padded as u64,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            })
+        })?;
+        Ok(WgpuBuffer {
+            buffer,
+            owner,
+            size,
+            usage,
+            backend_name: dev.name().to_string(),
+        })
+    }
+
+    /// Copies `data` to `offset`; unaligned edges are merged with the bytes there.
+    pub fn write(&self, dev: &Device, buf: &WgpuBuffer, offset: usize, data: &[u8]) -> Result<()> {
+        check_range(dev.name(), buf.size, offset, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let start = offset / WORD * WORD;
+        let end = round_up(offset + data.len(), WORD);
+        if start != offset || end - start != data.len() {
+            // Read the covering words, patch, write back: rare (odd f16 counts).
+            let mut words = vec![0u8; end - start];
+            self.read_padded(dev, buf, start, &mut words)?;
+            words[offset - start..offset - start + data.len()].copy_from_slice(data);
+            return self.write(dev, buf, start, &words);
+        }
+        for (i, chunk) in data.chunks(UPLOAD_CHUNK).enumerate() {
+            dev.ctx
+                .queue
+                .write_buffer(&buf.buffer, (offset + i * UPLOAD_CHUNK) as u64, chunk);
+            if data.len() > UPLOAD_CHUNK {
+                dev.ctx.queue.submit([]);
+                dev.wait()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies bytes at `offset` into `out`.
+    pub fn read(
+        &self,
+        dev: &Device,
+        buf: &WgpuBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        check_range(dev.name(), buf.size, offset, out.len())?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let start = offset / WORD * WORD;
+        let end = round_up(offset + out.len(), WORD);
+        if start == offset && end - start == out.len() {
+            return self.read_padded(dev, buf, start, out);
+        }
+        let mut words = vec![0u8; end - start];
+        self.read_padded(dev, buf, start, &mut words)?;
+        out.copy_from_slice(&words[offset - start..offset - start + out.len()]);
+        Ok(())
+    }
+
+    /// Reads a word-aligned range through the staging buffer, in pieces no
+    /// larger than the staging buffer may grow.
+    fn read_padded(
+        &self,
+        dev: &Device,
+        buf: &WgpuBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let mut staging = self
+            .staging
+            .lock()
+            .map_err(|_| dev.error("staging buffer lock poisoned"))?;
+        for (i, piece) in out.chunks_mut(UPLOAD_CHUNK).enumerate() {
+            let len = piece.len() as u64;
+            if staging.as_ref().is_none_or(|s| s.size() < len) {
+                *staging = Some(dev.catch(|| {
+                    dev.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("wginfer readback"),
+                        size: len
+                            .max(1 << 16)
+                            .next_power_of_two()
+                            .min(UPLOAD_CHUNK as u64),
+                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })?);
+            }
+            let Some(stage) = staging.as_ref() else {
+                return Err(dev.error("no staging buffer"));
+            };
+            let mut encoder = dev.ctx.device.create_command_encoder(&Default::default());
+            encoder.copy_buffer_to_buffer(
+                &buf.buffer,
+                (offset + i * UPLOAD_CHUNK) as u64,
+                stage,
+                0,
+                len,
+            );
+            dev.ctx.queue.submit([encoder.finish()]);
+            let slice = stage.slice(..len);
+            let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
+            slice.map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+            dev.wait()?;
+            match pollster::block_on(rx.receive()) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    return Err(dev.error(format!("mapping the readback buffer failed: {e}")))
+                }
+                None => return Err(dev.error("the readback mapping was dropped")),
+            }
+            {
+                let view = slice
+                    .get_mapped_range()
+                    .map_err(|e| dev.error(format!("reading the readback buffer failed: {e}")))?;
+                piece.copy_from_slice(&view);
+            }
+            stage.unmap();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,206 @@
+//! Adapters and devices: enumeration, selection, features and limits.
+
+use crate::{Error, Result};
+
+/// What wginfer reports about an adapter.
+#[derive(Clone, Debug)]
+pub struct AdapterSummary {
+    /// Position in [`list_adapters`]'s order, the index `--devices` takes.
+    pub index: usize,
+    /// The adapter's name, e.g. `llvmpipe (LLVM 15.0.6, 256 bits)`.
+    pub name: String,
+    /// Graphics API (Vulkan, Metal, Dx12).
+    pub backend: String,
+    /// Discrete, integrated, CPU, ...
+    pub device_type: String,
+    /// Driver name and version.
+    pub driver: String,
+    /// Smallest and largest subgroup size, when the adapter has subgroups.
+    pub subgroup_sizes: Option<(u32, u32)>,
+}
+
+impl std::fmt::Display for AdapterSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[{}] {} ({}, {}, {})",
+            self.index, self.name, self.backend, self.device_type, self.driver
+        )?;
+        match self.subgroup_sizes {
+            Some((lo, hi)) if lo == hi => write!(f, ", subgroup {lo}"),
+            Some((lo, hi)) => write!(f, ", subgroup {lo}..{hi}"),
+            None => write!(f, ", no subgroups"),
+        }
+    }
+}
+
+/// An open device with what it can do.
+pub struct Context {
+    /// The logical device.
+    pub device: wgpu::Device,
+    /// Its queue.
+    pub queue: wgpu::Queue,
+    /// The adapter as listed.
+    pub summary: AdapterSummary,
+    /// Features requested and granted.
+    pub features: wgpu::Features,
+    /// The adapter's own limits, requested in full.
+    pub limits: wgpu::Limits,
+}
+
+/// The features wginfer uses when an adapter has them.
+const WANTED: wgpu::Features = wgpu::Features::SUBGROUP
+    .union(wgpu::Features::SHADER_F16)
+    .union(wgpu::Features::IMMEDIATES)
+    .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::PIPELINE_CACHE);
+
+fn instance() -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+    wgpu::Instance::new(desc)
+}
+
+fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP);
+    AdapterSummary {
+        index,
+        name: info.name,
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: format!("{} {}", info.driver, info.driver_info)
+            .trim()
+            .to_string(),
+        subgroup_sizes: subgroups.then_some((info.subgroup_min_size, info.subgroup_max_size)),
+    }
+}
+
+fn adapters() -> Vec<wgpu::Adapter> {
+    pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()))
+        .into_iter()
+        .filter(|a| a.get_info().backend != wgpu::Backend::Noop)
+        .collect()
+}
+
+/// Every adapter wgpu can see, in a stable order.
+pub fn list_adapters() -> Vec<AdapterSummary> {
+    adapters()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| summarize(i, a))
+        .collect()
+}
+
+/// How to pick an adapter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AdapterChoice {
+    /// `WGINFER_ADAPTER` if set (an index or a name substring), else the first
+    /// discrete GPU, else the first adapter.
+    #[default]
+    Auto,
+    /// By position in [`list_adapters`].
+    Index(usize),
+    /// The first adapter whose name contains this (case-insensitive).
+    Name(String),
+}
+
+impl AdapterChoice {
+    /// Parses an index (`"1"`) or a name substring (`"llvmpipe"`).
+    pub fn parse(s: &str) -> AdapterChoice {
+        match s.trim().parse() {
+            Ok(i) => AdapterChoice::Index(i),
+            Err(_) => AdapterChoice::Name(s.trim().to_string()),
+        }
+    }
+}
+
+fn no_adapter(msg: String) -> Error {
+    Error::Backend {
+        backend: "wgpu".into(),
+        msg: format!(
+            "{msg}. Install a Vulkan driver: on Debian/Ubuntu `apt-get install mesa-vulkan-drivers libvulkan1` \
+             gives lavapipe, a software Vulkan device (scripts/setup-vulkan.sh does this)"
+        ),
+    }
+}
+
+fn choose(list: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Result<(usize, wgpu::Adapter)> {
+    if list.is_empty() {
+        return Err(no_adapter("no GPU adapter found".into()));
+    }
+    let names: Vec<String> = list.iter().map(|a| a.get_info().name).collect();
+    let choice = match (choice, std::env::var("WGINFER_ADAPTER")) {
+        (AdapterChoice::Auto, Ok(env)) => AdapterChoice::parse(&env),
+        (c, _) => c.clone(),
+    };
+    let index = match &choice {
+        AdapterChoice::Auto => list
+            .iter()
+            .position(|a| a.get_info().device_type == wgpu::DeviceType::DiscreteGpu)
+            .unwrap_or(0),
+        AdapterChoice::Index(i) if *i < list.len() => *i,
+        AdapterChoice::Index(i) => {
+            return Err(no_adapter(format!(
+                "adapter index {i} is out of range; adapters: {names:?}"
+            )));
+        }
+        AdapterChoice::Name(n) => {
+            let lower = n.to_lowercase();
+            names
+                .iter()
+                .position(|name| name.to_lowercase().contains(&lower))
+                .ok_or_else(|| {
+                    no_adapter(format!("no adapter named like '{n}'; adapters: {names:?}"))
+                })?
+        }
+    };
+    let adapter = list
+        .into_iter()
+        .nth(index)
+        .ok_or_else(|| no_adapter("adapter vanished".into()))?;
+    Ok((index, adapter))
+}
+
+impl Context {
+    /// Opens a device on the chosen adapter with the adapter's own limits and
+    /// every wanted feature it has.
+    pub fn open(choice: &AdapterChoice) -> Result<Context> {
+        let (index, adapter) = choose(adapters(), choice)?;
+        let summary = summarize(index, &adapter);
+        let features = adapter.features() & WANTED;
+        let limits = adapter.limits();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("wginfer"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Backend {
+                backend: summary.name.clone(),
+                msg: format!("cannot open the device: {e}"),
+            })?;
+        log::info!("wgpu: opened {summary}; features {features:?}");
+        Ok(Context {
+            device,
+            queue,
+            summary,
+            features,
+            limits,
+        })
+    }
+
+    /// Whether the device has subgroup operations.
+    pub fn has_subgroups(&self) -> bool {
+        self.features.contains(wgpu::Features::SUBGROUP)
+    }
+
+    /// Whether op parameters can go as immediates of at least `bytes`.
+    pub fn has_immediates(&self, bytes: u32) -> bool {
+        self.features.contains(wgpu::Features::IMMEDIATES)
+            && self.limits.max_immediate_size >= bytes
+    }
+}

@@ -1,0 +1,229 @@
+//! Kernels: WGSL composed from shared pieces, compiled once per key.
+//!
+//! A kernel's source is `wgsl/common.wgsl`, the parameter declaration
+//! (immediates or uniform), typed load/store helpers for its bindings, the
+//! reduction helpers of the chosen variant, the op's own definitions and the
+//! kernel body. The body is written once; types and variants only change the
+//! generated helpers, so no kernel is copied per type.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use super::params::PARAMS_SIZE;
+use super::{Device, Reduction};
+use crate::{DType, Result};
+
+const COMMON: &str = include_str!("../../../wgsl/common.wgsl");
+const REDUCE_SUBGROUP: &str = include_str!("../../../wgsl/reduce_subgroup.wgsl");
+const REDUCE_WORKGROUP: &str = include_str!("../../../wgsl/reduce_workgroup.wgsl");
+const IDS_PLAIN: &str = include_str!("../../../wgsl/ids.wgsl");
+
+/// Identifies one compiled kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelKey {
+    /// `<op>_<srcT>[_<dstT>][_<variant>]`, for logs.
+    pub name: String,
+    /// Source files after the generated prelude, in order.
+    pub body: &'static [&'static str],
+    /// Op-specific WGSL placed before the body (e.g. the unary function).
+    pub defs: &'static str,
+    /// Types of the source bindings, in binding order.
+    pub srcs: Vec<DType>,
+    /// Type of the destination binding.
+    pub dst: DType,
+    /// Whether the body uses `wg_sum`/`wg_max`.
+    pub reduces: bool,
+    /// Invocations per workgroup (a power of two).
+    pub workgroup: u32,
+}
+
+/// A compiled kernel.
+pub struct Kernel {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+    pub name: String,
+}
+
+/// Load helpers for source binding `name` of type `t`: `load_<name>(byte)`
+/// reads one element as f32; raw byte/u16/word readers serve block formats.
+fn source_helpers(out: &mut String, binding: usize, name: &str, t: DType) {
+    // read_write: a graph's sources and destination often share one buffer,
+    // and wgpu rejects a buffer bound both read-only and writable in one dispatch.
+    let _ = writeln!(
+        out,
+        "@group(0) @binding({binding}) var<storage, read_write> {name}: array<u32>;"
+    );
+    let _ = writeln!(
+        out,
+        "fn {name}_word(byte: u32) -> u32 {{ return {name}[byte >> 2u]; }}"
+    );
+    let _ = writeln!(
+        out,
+        "fn {name}_u8(byte: u32) -> u32 {{ return ({name}[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu; }}"
+    );
+    let _ = writeln!(
+        out,
+        "fn {name}_u16(byte: u32) -> u32 {{ return ({name}[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xffffu; }}"
+    );
+    let _ = writeln!(
+        out,
+        "fn {name}_f16(byte: u32) -> f32 {{ return unpack2x16float({name}_u16(byte)).x; }}"
+    );
+    let load = match t {
+        DType::F16 => format!("{name}_f16(byte)"),
+        DType::I32 => format!("f32(bitcast<i32>({name}[byte >> 2u]))"),
+        _ => format!("bitcast<f32>({name}[byte >> 2u])"),
+    };
+    let _ = writeln!(out, "fn load_{name}(byte: u32) -> f32 {{ return {load}; }}");
+}
+
+/// The destination binding and `store_d(byte, value)`. f16 halves share a
+/// word with a neighbour another invocation may write, so they are merged
+/// with atomics.
+fn dest_helpers(out: &mut String, binding: usize, t: DType) {
+    if t == DType::F16 {
+        let _ = writeln!(
+            out,
+            "@group(0) @binding({binding}) var<storage, read_write> d: array<atomic<u32>>;"
+        );
+        out.push_str(
+            "fn store_d(byte: u32, v: f32) {\n\
+             \x20   let shift = (byte & 2u) * 8u;\n\
+             \x20   let bits = (pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu) << shift;\n\
+             \x20   atomicAnd(&d[byte >> 2u], ~(0xffffu << shift));\n\
+             \x20   atomicOr(&d[byte >> 2u], bits);\n}\n",
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "@group(0) @binding({binding}) var<storage, read_write> d: array<u32>;"
+        );
+        out.push_str("fn store_d(byte: u32, v: f32) { d[byte >> 2u] = bitcast<u32>(v); }\n");
+    }
+}
+
+const SOURCE_NAMES: [&str; 2] = ["a", "b"];
+
+fn compose(key: &KernelKey, dev: &Device) -> String {
+    let mut s = String::from(COMMON);
+    if dev.immediates {
+        s.push_str("var<immediate> p: Params;\n");
+    } else {
+        s.push_str("@group(1) @binding(0) var<uniform> p: Params;\n");
+    }
+    let _ = writeln!(s, "const WG: u32 = {}u;", key.workgroup);
+    for (i, &t) in key.srcs.iter().enumerate() {
+        source_helpers(&mut s, i, SOURCE_NAMES[i], t);
+    }
+    dest_helpers(&mut s, key.srcs.len(), key.dst);
+    match (key.reduces, dev.reduction) {
+        (true, Reduction::Subgroup) => s.push_str(REDUCE_SUBGROUP),
+        (true, _) => {
+            s.push_str(IDS_PLAIN);
+            s.push_str(REDUCE_WORKGROUP);
+        }
+        (false, _) => s.push_str(IDS_PLAIN),
+    }
+    s.push_str(key.defs);
+    for part in key.body {
+        s.push_str(part);
+    }
+    s
+}
+
+/// Compiled kernels by key; compiling is slow on software devices, so each
+/// key is compiled once per device.
+#[derive(Default)]
+pub struct KernelCache {
+    kernels: Mutex<HashMap<KernelKey, Arc<Kernel>>>,
+}
+
+impl KernelCache {
+    /// The kernel for `key`, compiled on first use.
+    pub fn get(&self, dev: &Device, key: &KernelKey) -> Result<Arc<Kernel>> {
+        let mut map = self
+            .kernels
+            .lock()
+            .map_err(|_| dev.error("kernel cache lock poisoned"))?;
+        if let Some(k) = map.get(key) {
+            return Ok(k.clone());
+        }
+        let kernel = Arc::new(build(dev, key)?);
+        map.insert(key.clone(), kernel.clone());
+        Ok(kernel)
+    }
+}
+
+fn storage_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only: false },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+/// The bind group layout of the uniform-parameter fallback (group 1).
+pub fn uniform_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("wginfer params"),
+        entries: &[wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: wgpu::BufferSize::new(PARAMS_SIZE as u64),
+            },
+            count: None,
+        }],
+    })
+}
+
+fn build(dev: &Device, key: &KernelKey) -> Result<Kernel> {
+    let device = &dev.ctx.device;
+    let source = compose(key, dev);
+    log::debug!("wgpu: compiling kernel {}", key.name);
+    let immediates = dev.immediates;
+    let built = dev.catch(|| {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&key.name),
+            source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+        });
+        let entries: Vec<_> = (0..=key.srcs.len() as u32).map(storage_entry).collect();
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(&key.name),
+            entries: &entries,
+        });
+        let params_layout = (!immediates).then(|| uniform_layout(device));
+        let groups: Vec<Option<&wgpu::BindGroupLayout>> = match &params_layout {
+            Some(u) => vec![Some(&layout), Some(u)],
+            None => vec![Some(&layout)],
+        };
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(&key.name),
+            bind_group_layouts: &groups,
+            immediate_size: if immediates { PARAMS_SIZE } else { 0 },
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&key.name),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        (pipeline, layout)
+    });
+    let (pipeline, layout) = built.map_err(|e| dev.error(format!("kernel {}: {e}", key.name)))?;
+    Ok(Kernel {
+        pipeline,
+        layout,
+        name: key.name.clone(),
+    })
+}

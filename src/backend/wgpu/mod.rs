@@ -1,0 +1,248 @@
+//! The wgpu backend: WGSL ports of the Kompute kernels, run on any adapter
+//! wgpu can open (Vulkan, Metal, Dx12).
+//!
+//! A split is compiled into dispatches (pipelines and bind groups cached),
+//! recorded into one command encoder with one compute pass and submitted
+//! once; a split without dispatches submits nothing.
+
+mod buffer;
+mod context;
+mod kernels;
+mod ops;
+mod params;
+mod plan;
+
+pub use buffer::WgpuBuffer;
+pub use context::{list_adapters, AdapterChoice, AdapterSummary};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{Backend, BufferHandle, BufferUsage};
+use crate::graph::{Graph, TensorId};
+use crate::{Error, Result};
+use context::Context;
+
+/// Which reduction kernels to use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    /// Subgroup operations when the device has them, else workgroup memory.
+    #[default]
+    Auto,
+    /// `subgroupAdd`/`subgroupMax` within subgroups, shared memory across them.
+    Subgroup,
+    /// Tree reductions in workgroup shared memory only.
+    Workgroup,
+}
+
+impl Reduction {
+    /// Parses `subgroup`, `workgroup` or `auto`.
+    pub fn parse(s: &str) -> Result<Reduction> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Reduction::Auto),
+            "subgroup" => Ok(Reduction::Subgroup),
+            "workgroup" => Ok(Reduction::Workgroup),
+            other => Err(Error::invalid(format!(
+                "reduction variant '{other}': expected auto, subgroup or workgroup"
+            ))),
+        }
+    }
+}
+
+/// How to open a wgpu backend.
+#[derive(Clone, Debug, Default)]
+pub struct WgpuOptions {
+    /// Which adapter (default: `WGINFER_ADAPTER`, else the first discrete GPU, else the first).
+    pub adapter: AdapterChoice,
+    /// Reduction kernels (default: `WGINFER_REDUCTION`, else subgroups when present).
+    pub reduction: Reduction,
+    /// Send op parameters through a uniform buffer even where the device has
+    /// immediates (the fallback path, kept testable on every device).
+    pub uniform_params: bool,
+}
+
+/// An open device and its helpers, shared by the backend's parts.
+pub(crate) struct Device {
+    ctx: Context,
+    /// Reduction variant in use (never `Auto`).
+    reduction: Reduction,
+    /// Whether op parameters go as immediates (else a uniform buffer).
+    immediates: bool,
+}
+
+impl Device {
+    fn name(&self) -> &str {
+        &self.ctx.summary.name
+    }
+
+    fn error(&self, msg: impl Into<String>) -> Error {
+        Error::Backend {
+            backend: self.name().to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes, so wgpu errors
+    /// come back as `Error`s instead of reaching the uncaptured-error handler.
+    fn catch<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        let oom = self
+            .ctx
+            .device
+            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self
+            .ctx
+            .device
+            .push_error_scope(wgpu::ErrorFilter::Validation);
+        let value = f();
+        let invalid = pollster::block_on(validation.pop());
+        let out_of_memory = pollster::block_on(oom.pop());
+        match (out_of_memory, invalid) {
+            (Some(e), _) => Err(Error::OutOfMemory(format!("{}: {e}", self.name()))),
+            (None, Some(e)) => Err(self.error(format!("wgpu error: {e}"))),
+            (None, None) => Ok(value),
+        }
+    }
+
+    /// Blocks until the queue is idle.
+    fn wait(&self) -> Result<()> {
+        self.ctx
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| self.error(format!("waiting for the device failed: {e}")))
+    }
+}
+
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+/// A [`Backend`] on one wgpu device.
+pub struct WgpuBackend {
+    dev: Device,
+    owner: u64,
+    transfers: buffer::Transfers,
+    kernels: kernels::KernelCache,
+    plans: Mutex<plan::PlanCache>,
+}
+
+impl WgpuBackend {
+    /// Opens the adapter chosen by `options`.
+    pub fn new(options: &WgpuOptions) -> Result<WgpuBackend> {
+        let ctx = Context::open(&options.adapter)?;
+        let wanted = match (options.reduction, std::env::var("WGINFER_REDUCTION")) {
+            (Reduction::Auto, Ok(env)) => Reduction::parse(&env)?,
+            (r, _) => r,
+        };
+        let reduction = match wanted {
+            Reduction::Workgroup => Reduction::Workgroup,
+            Reduction::Subgroup if !ctx.has_subgroups() => {
+                return Err(Error::invalid(format!(
+                    "{} has no subgroup operations",
+                    ctx.summary.name
+                )));
+            }
+            _ if ctx.has_subgroups() => Reduction::Subgroup,
+            _ => Reduction::Workgroup,
+        };
+        let immediates = ctx.has_immediates(params::PARAMS_SIZE) && !options.uniform_params;
+        log::info!(
+            "wgpu: {} using {reduction:?} reductions, parameters as {}",
+            ctx.summary.name,
+            if immediates { "immediates" } else { "uniforms" }
+        );
+        Ok(WgpuBackend {
+            dev: Device {
+                ctx,
+                reduction,
+                immediates,
+            },
+            owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
+            transfers: buffer::Transfers::new(),
+            kernels: kernels::KernelCache::default(),
+            plans: Mutex::new(plan::PlanCache::default()),
+        })
+    }
+
+    /// The adapter this backend runs on.
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.dev.ctx.summary
+    }
+
+    /// Whether op parameters travel as immediates (else through a uniform buffer).
+    pub fn uses_immediates(&self) -> bool {
+        self.dev.immediates
+    }
+
+    /// The reduction variant in use (`Subgroup` or `Workgroup`).
+    pub fn reduction(&self) -> Reduction {
+        self.dev.reduction
+    }
+
+    /// Dispatches and submits of the most recent [`Backend::compute`].
+    pub fn last_run_stats(&self) -> plan::RunStats {
+        self.plans.lock().map(|p| p.last_stats).unwrap_or_default()
+    }
+
+    fn buffer<'a>(&self, handle: &'a BufferHandle) -> Result<&'a WgpuBuffer> {
+        handle
+            .as_any()
+            .downcast_ref::<WgpuBuffer>()
+            .filter(|b| b.owner == self.owner)
+            .ok_or_else(|| {
+                self.dev.error(format!(
+                    "a buffer of '{}' cannot be used by this device",
+                    handle.backend_name()
+                ))
+            })
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> &str {
+        self.dev.name()
+    }
+
+    fn alignment(&self) -> usize {
+        self.dev
+            .ctx
+            .limits
+            .min_storage_buffer_offset_alignment
+            .max(16) as usize
+    }
+
+    fn max_buffer_size(&self) -> usize {
+        self.dev.ctx.limits.max_buffer_size as usize
+    }
+
+    fn alloc_buffer(&self, size: usize, usage: BufferUsage) -> Result<BufferHandle> {
+        Ok(Arc::new(
+            self.transfers.alloc(&self.dev, size, usage, self.owner)?,
+        ))
+    }
+
+    fn write_buffer(&self, buffer: &BufferHandle, offset: usize, data: &[u8]) -> Result<()> {
+        self.transfers
+            .write(&self.dev, self.buffer(buffer)?, offset, data)
+    }
+
+    fn read_buffer(&self, buffer: &BufferHandle, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.transfers
+            .read(&self.dev, self.buffer(buffer)?, offset, out)
+    }
+
+    fn supports_op(&self, graph: &Graph, node: TensorId) -> bool {
+        graph.check_ids(&[node]).is_ok() && ops::supports(&self.dev, graph, node)
+    }
+
+    fn compute(&self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
+        graph.check_ids(nodes)?;
+        let mut plans = self
+            .plans
+            .lock()
+            .map_err(|_| self.dev.error("plan cache lock poisoned"))?;
+        plans.run(&self.dev, &self.kernels, graph, nodes, &|h| self.buffer(h))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.dev.wait()
+    }
+}

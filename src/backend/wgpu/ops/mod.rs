@@ -1,0 +1,261 @@
+//! One module per op family: support checks, kernel choice, parameters and
+//! dispatch sizes. Each returns the dispatches a node needs (none for views).
+
+mod elementwise;
+mod get_rows;
+mod mul_mat;
+mod norm;
+mod rope;
+mod softmax;
+
+use super::kernels::KernelKey;
+use super::params::{Params, TensorParams};
+use super::plan::{Binding, Dispatch};
+use super::{Device, WgpuBuffer};
+use crate::backend::BufferHandle;
+use crate::graph::{Graph, Op, TensorId};
+use crate::tensor::Layout;
+use crate::{DType, Result};
+
+/// How encoders turn a tensor's buffer handle into this device's buffer.
+pub type BufferOf<'a> = &'a dyn Fn(&BufferHandle) -> Result<&WgpuBuffer>;
+
+/// Whether `node` can run on this device.
+pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
+    let node = graph.node(id);
+    let layouts_fit = std::iter::once(id)
+        .chain(node.src.iter().copied())
+        .all(|t| addressable(dev, graph.layout(t)));
+    if !layouts_fit {
+        return false;
+    }
+    match node.op {
+        Op::Input | Op::View => true,
+        Op::Add | Op::Mul => elementwise::supports_binary(graph, id),
+        Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
+            elementwise::supports_unary(graph, id)
+        }
+        Op::Norm { .. } | Op::RmsNorm { .. } => norm::supports(graph, id),
+        Op::SoftMax { .. } => softmax::supports(graph, id),
+        Op::MulMat => mul_mat::supports(dev, graph, id),
+        Op::GetRows => get_rows::supports(graph, id),
+        Op::Rope(_) => rope::supports(graph, id),
+    }
+}
+
+/// The dispatches that compute `id`.
+pub fn encode(
+    dev: &Device,
+    graph: &Graph,
+    id: TensorId,
+    buffer_of: BufferOf,
+) -> Result<Vec<Dispatch>> {
+    let node = graph.node(id);
+    if node.op.is_passive() {
+        return Ok(vec![]);
+    }
+    if !supports(dev, graph, id) {
+        return Err(dev.error(format!(
+            "{} '{}' ({:?}) is not supported on this device",
+            node.op.name(),
+            node.name,
+            node.layout.dtype
+        )));
+    }
+    let ctx = Ctx {
+        dev,
+        graph,
+        id,
+        buffer_of,
+    };
+    match node.op {
+        Op::Input | Op::View => Ok(vec![]),
+        Op::Add | Op::Mul => elementwise::encode_binary(&ctx),
+        Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
+            elementwise::encode_unary(&ctx)
+        }
+        Op::Norm { .. } | Op::RmsNorm { .. } => norm::encode(&ctx),
+        Op::SoftMax { .. } => softmax::encode(&ctx),
+        Op::MulMat => mul_mat::encode(&ctx),
+        Op::GetRows => get_rows::encode(&ctx),
+        Op::Rope(_) => rope::encode(&ctx),
+    }
+}
+
+/// Byte strides that the kernels' u32 arithmetic and element loads can use.
+fn addressable(dev: &Device, layout: &Layout) -> bool {
+    let unit = match layout.dtype {
+        DType::F16 => 2,
+        DType::F32 | DType::I32 => 4,
+        _ => 1, // block formats are read byte by byte
+    };
+    let fits_binding = layout.span_bytes() as u64 <= dev.ctx.limits.max_storage_buffer_binding_size;
+    fits_binding
+        && layout
+            .nb
+            .iter()
+            .all(|&nb| nb % unit == 0 && nb <= u32::MAX as usize)
+}
+
+/// What an encoder needs to know about the node it encodes.
+pub struct Ctx<'a> {
+    pub dev: &'a Device,
+    pub graph: &'a Graph,
+    pub id: TensorId,
+    pub buffer_of: BufferOf<'a>,
+}
+
+impl Ctx<'_> {
+    /// The node's `i`-th source.
+    pub fn src(&self, i: usize) -> TensorId {
+        self.graph.node(self.id).src[i]
+    }
+
+    /// The node's op.
+    pub fn op(&self) -> Op {
+        self.graph.node(self.id).op
+    }
+
+    /// The binding window holding `t` and `t`'s parameters relative to it.
+    ///
+    /// A buffer within the device's binding limit is bound whole, so the bind
+    /// group stays the same when only offsets change; a larger one is bound
+    /// from the aligned start of the tensor.
+    pub fn bind(&self, t: TensorId) -> Result<(Binding, TensorParams)> {
+        let data = self.graph.data(t)?;
+        let buf = (self.buffer_of)(&data.buffer)?;
+        let layout = self.graph.layout(t);
+        let limits = &self.dev.ctx.limits;
+        let total = buf.buffer.size();
+        let max = limits.max_storage_buffer_binding_size / 4 * 4;
+        let start = if total <= max {
+            0
+        } else {
+            let align = limits.min_storage_buffer_offset_alignment as u64;
+            data.offset as u64 / align * align
+        };
+        let size = (total - start).min(max);
+        let rel = data.offset as u64 - start;
+        let unit = if layout.dtype == DType::F16 {
+            2
+        } else if layout.dtype.is_quantized() {
+            1
+        } else {
+            4
+        };
+        if rel + layout.span_bytes() as u64 > size || !rel.is_multiple_of(unit) {
+            return Err(self.dev.error(format!(
+                "tensor '{}' ({} bytes at offset {}) cannot be bound within the {max}-byte binding limit",
+                self.graph.node(t).name,
+                layout.span_bytes(),
+                data.offset
+            )));
+        }
+        let params = TensorParams::new(layout, rel as usize).ok_or_else(|| {
+            self.dev.error(format!(
+                "tensor '{}' is too large to address",
+                self.graph.node(t).name
+            ))
+        })?;
+        Ok((
+            Binding {
+                buffer: buf.buffer.clone(),
+                offset: start,
+                size,
+            },
+            params,
+        ))
+    }
+
+    /// Binds `srcs` then the node itself as `a`, `b`, ..., `d`.
+    pub fn bind_all(&self, srcs: &[TensorId]) -> Result<(Vec<Binding>, Params)> {
+        let mut params = Params::default();
+        let mut bindings = Vec::with_capacity(srcs.len() + 1);
+        for (i, &s) in srcs.iter().enumerate() {
+            let (b, t) = self.bind(s)?;
+            bindings.push(b);
+            match i {
+                0 => params.a = t,
+                _ => params.b = t,
+            }
+        }
+        let (b, t) = self.bind(self.id)?;
+        bindings.push(b);
+        params.d = t;
+        Ok((bindings, params))
+    }
+
+    /// A workgroup size for simple kernels, within the device's limits.
+    pub fn workgroup(&self, want: u32) -> u32 {
+        let limits = &self.dev.ctx.limits;
+        let cap = limits
+            .max_compute_invocations_per_workgroup
+            .min(limits.max_compute_workgroup_size_x);
+        let mut wg = want.min(cap).max(1);
+        while !wg.is_power_of_two() {
+            wg &= wg - 1;
+        }
+        wg
+    }
+
+    /// A grid of `n` workgroups, spilling into y and z past the per-dimension limit.
+    pub fn grid(&self, n: u32) -> [u32; 3] {
+        let max = self
+            .dev
+            .ctx
+            .limits
+            .max_compute_workgroups_per_dimension
+            .max(1);
+        let x = n.clamp(1, max);
+        let rest = n.div_ceil(x);
+        let y = rest.clamp(1, max);
+        [x, y, rest.div_ceil(y).max(1)]
+    }
+}
+
+/// Kernel name: `<op>_<srcT>[_<srcT>]_<dstT>[_<variant>]`.
+pub fn kernel_name(op: &str, srcs: &[DType], dst: DType, variant: &str) -> String {
+    let mut name = op.to_string();
+    for t in srcs {
+        name.push('_');
+        name.push_str(t.name());
+    }
+    name.push('_');
+    name.push_str(dst.name());
+    if !variant.is_empty() {
+        name.push('_');
+        name.push_str(variant);
+    }
+    name
+}
+
+/// The key of a kernel over the types of `srcs` writing `ctx`'s node.
+pub fn key(
+    ctx: &Ctx,
+    op: &str,
+    srcs: &[TensorId],
+    body: &'static [&'static str],
+    defs: &'static str,
+    reduces: bool,
+    workgroup: u32,
+) -> KernelKey {
+    let types: Vec<DType> = srcs.iter().map(|&s| ctx.graph.layout(s).dtype).collect();
+    let dst = ctx.graph.layout(ctx.id).dtype;
+    let variant = if reduces {
+        match ctx.dev.reduction {
+            super::Reduction::Subgroup => "sg",
+            _ => "wg",
+        }
+    } else {
+        ""
+    };
+    KernelKey {
+        name: kernel_name(op, &types, dst, variant),
+        body,
+        defs,
+        srcs: types,
+        dst,
+        reduces,
+        workgroup,
+    }
+}

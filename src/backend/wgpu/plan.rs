@@ -1,0 +1,214 @@
+//! Running a split: its dispatches are recorded into one command encoder
+//! with one compute pass and submitted once. Pipelines come from the kernel
+//! cache and bind groups from a cache keyed by kernel and buffer windows, so
+//! rerunning a graph of the same shape (the next token) builds nothing new:
+//! only parameters change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::kernels::{uniform_layout, Kernel, KernelCache, KernelKey};
+use super::params::{Params, PARAMS_SIZE};
+use super::{ops, Device, WgpuBuffer};
+use crate::backend::BufferHandle;
+use crate::graph::{Graph, TensorId};
+use crate::Result;
+
+/// A window of a buffer bound to one binding slot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Binding {
+    pub buffer: wgpu::Buffer,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// One kernel launch.
+pub struct Dispatch {
+    pub key: KernelKey,
+    /// Sources then destination, in binding order.
+    pub bindings: Vec<Binding>,
+    pub params: Params,
+    pub workgroups: [u32; 3],
+}
+
+/// What the last run recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Kernel launches.
+    pub dispatches: usize,
+    /// Queue submissions (0 when the split had nothing to dispatch).
+    pub submits: usize,
+}
+
+/// Bind groups not used for this many runs are dropped (they keep buffers alive).
+const KEEP_RUNS: u64 = 8;
+
+type BindKey = (usize, Vec<Binding>);
+
+/// Per-backend state reused across runs.
+#[derive(Default)]
+pub struct PlanCache {
+    bind_groups: HashMap<BindKey, (wgpu::BindGroup, u64)>,
+    uniforms: Option<Uniforms>,
+    run: u64,
+    pub last_stats: RunStats,
+}
+
+/// The uniform-buffer path for parameters: one slot per dispatch.
+struct Uniforms {
+    buffer: wgpu::Buffer,
+    group: wgpu::BindGroup,
+    slots: usize,
+    stride: u64,
+}
+
+impl Uniforms {
+    fn new(dev: &Device, slots: usize) -> Result<Uniforms> {
+        let device = &dev.ctx.device;
+        let align = dev.ctx.limits.min_uniform_buffer_offset_alignment as u64;
+        let stride = (PARAMS_SIZE as u64).div_ceil(align) * align;
+        dev.catch(|| {
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wginfer params"),
+                size: stride * slots as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("wginfer params"),
+                layout: &uniform_layout(device),
+                entries: &[wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &buffer,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(PARAMS_SIZE as u64),
+                    }),
+                }],
+            });
+            Uniforms {
+                buffer,
+                group,
+                slots,
+                stride,
+            }
+        })
+    }
+}
+
+impl PlanCache {
+    fn bind_group(
+        &mut self,
+        dev: &Device,
+        kernel: &Arc<Kernel>,
+        bindings: &[Binding],
+    ) -> Result<wgpu::BindGroup> {
+        let key = (Arc::as_ptr(kernel) as usize, bindings.to_vec());
+        if let Some((group, used)) = self.bind_groups.get_mut(&key) {
+            *used = self.run;
+            return Ok(group.clone());
+        }
+        let entries: Vec<_> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buffer,
+                    offset: b.offset,
+                    size: wgpu::BufferSize::new(b.size),
+                }),
+            })
+            .collect();
+        let group = dev.catch(|| {
+            dev.ctx
+                .device
+                .create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(&kernel.name),
+                    layout: &kernel.layout,
+                    entries: &entries,
+                })
+        })?;
+        self.bind_groups.insert(key, (group.clone(), self.run));
+        Ok(group)
+    }
+
+    /// Records and submits the dispatches of `nodes`.
+    pub fn run(
+        &mut self,
+        dev: &Device,
+        kernels: &KernelCache,
+        graph: &Graph,
+        nodes: &[TensorId],
+        buffer_of: &dyn Fn(&BufferHandle) -> Result<&WgpuBuffer>,
+    ) -> Result<()> {
+        self.run += 1;
+        let mut dispatches = Vec::new();
+        for &id in nodes {
+            dispatches.extend(ops::encode(dev, graph, id, buffer_of)?);
+        }
+        self.last_stats = RunStats {
+            dispatches: dispatches.len(),
+            submits: 0,
+        };
+        if dispatches.is_empty() {
+            return Ok(()); // an empty command buffer crashes some drivers
+        }
+        let mut steps = Vec::with_capacity(dispatches.len());
+        for d in &dispatches {
+            let kernel = kernels.get(dev, &d.key)?;
+            let group = self.bind_group(dev, &kernel, &d.bindings)?;
+            steps.push((kernel, group));
+        }
+        let immediates = dev.immediates;
+        if !immediates
+            && self
+                .uniforms
+                .as_ref()
+                .is_none_or(|u| u.slots < dispatches.len())
+        {
+            self.uniforms = Some(Uniforms::new(dev, dispatches.len().next_power_of_two())?);
+        }
+        let uniforms = self.uniforms.as_ref().filter(|_| !immediates);
+        if let Some(u) = uniforms {
+            let mut bytes = vec![0u8; u.stride as usize * dispatches.len()];
+            for (i, d) in dispatches.iter().enumerate() {
+                let at = i * u.stride as usize;
+                bytes[at..at + PARAMS_SIZE as usize].copy_from_slice(bytemuck::bytes_of(&d.params));
+            }
+            dev.ctx.queue.write_buffer(&u.buffer, 0, &bytes);
+        }
+        dev.catch(|| {
+            let mut encoder =
+                dev.ctx
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("wginfer split"),
+                    });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wginfer split"),
+                    timestamp_writes: None,
+                });
+                for (i, (d, (kernel, group))) in dispatches.iter().zip(&steps).enumerate() {
+                    pass.set_pipeline(&kernel.pipeline);
+                    pass.set_bind_group(0, group, &[]);
+                    match uniforms {
+                        Some(u) => {
+                            pass.set_bind_group(1, &u.group, &[(i as u64 * u.stride) as u32])
+                        }
+                        None => pass.set_immediates(0, bytemuck::bytes_of(&d.params)),
+                    }
+                    let [x, y, z] = d.workgroups;
+                    pass.dispatch_workgroups(x, y, z);
+                }
+            }
+            dev.ctx.queue.submit([encoder.finish()]);
+        })?;
+        self.last_stats.submits = 1;
+        let run = self.run;
+        self.bind_groups
+            .retain(|_, (_, used)| run - *used < KEEP_RUNS);
+        Ok(())
+    }
+}

@@ -1,0 +1,28 @@
+//! The cases, by op family, ported from llama.cpp's test-backend-ops for the
+//! types wginfer supports (see refs/backend_ops_cases.md).
+
+mod elementwise;
+mod get_rows;
+mod mul_mat;
+mod norm;
+mod rope;
+mod softmax;
+
+use super::Case;
+use crate::Result;
+
+/// Every case, in a fixed order (seeded, so inputs repeat run to run).
+pub fn all_cases() -> Result<Vec<Case>> {
+    let mut all = Vec::new();
+    for family in [
+        elementwise::cases,
+        norm::cases,
+        softmax::cases,
+        rope::cases,
+        get_rows::cases,
+        mul_mat::cases,
+    ] {
+        all.extend(family()?);
+    }
+    Ok(all)
+}

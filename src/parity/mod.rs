@@ -1,0 +1,229 @@
+//! Op parity, the test-backend-ops of wginfer: every case builds a small
+//! graph over random inputs, runs it on the CPU reference and on a backend
+//! under test, and compares the outputs with llama.cpp's metric and limits.
+//!
+//! `tests/parity.rs` runs every case for both reduction variants;
+//! `examples/backend_ops.rs` runs the same cases from the command line.
+
+mod cases;
+mod rng;
+
+pub use cases::all_cases;
+pub use rng::Rng;
+
+use std::time::Instant;
+
+use crate::backend::Backend;
+use crate::graph::{Graph, TensorId};
+use crate::{DType, Result};
+
+/// llama.cpp's default NMSE limit.
+pub const NMSE_DEFAULT: f64 = 1e-7;
+/// soft_max's limit.
+pub const NMSE_SOFT_MAX: f64 = 1e-6;
+/// mul_mat's limit (backends may reorder or quantize the accumulation).
+pub const NMSE_MUL_MAT: f64 = 5e-4;
+
+/// Values written to an input tensor (converted or quantized to its type).
+#[derive(Clone, Debug)]
+pub enum Fill {
+    /// Floats.
+    F32(Vec<f32>),
+    /// Integers (ids, positions, indices).
+    I32(Vec<i32>),
+}
+
+/// One parity case.
+pub struct Case {
+    /// The op under test (`mul_mat`, `rope`, ...), for `--op`.
+    pub op: &'static str,
+    /// Types, shapes and parameters, as test-backend-ops prints them.
+    pub name: String,
+    /// The graph; its inputs are unbound.
+    pub graph: Graph,
+    /// What each input is filled with.
+    pub inputs: Vec<(TensorId, Fill)>,
+    /// The tensor compared.
+    pub out: TensorId,
+    /// Largest NMSE that passes (0 = bit-exact).
+    pub limit: f64,
+}
+
+/// Builds cases: inputs with random values from one seeded generator.
+pub struct CaseBuilder {
+    /// The graph under construction.
+    pub g: Graph,
+    inputs: Vec<(TensorId, Fill)>,
+    /// The random source.
+    pub rng: Rng,
+}
+
+impl CaseBuilder {
+    /// A builder seeded with `seed`.
+    pub fn new(seed: u64) -> CaseBuilder {
+        CaseBuilder {
+            g: Graph::new(),
+            inputs: vec![],
+            rng: Rng::new(seed),
+        }
+    }
+
+    /// An input of `dtype` and shape `ne` filled with U[lo, hi).
+    pub fn uniform(&mut self, dtype: DType, ne: &[usize], lo: f32, hi: f32) -> Result<TensorId> {
+        let id = self.g.input("in", dtype, ne)?;
+        let n = self.g.layout(id).n_elements();
+        self.inputs.push((id, Fill::F32(self.rng.vec(n, lo, hi))));
+        Ok(id)
+    }
+
+    /// An i32 input of shape `ne` with values in `0..below`.
+    pub fn indices(&mut self, ne: &[usize], below: usize) -> Result<TensorId> {
+        let id = self.g.input("ids", DType::I32, ne)?;
+        let n = self.g.layout(id).n_elements();
+        let v = (0..n).map(|_| self.rng.below(below) as i32).collect();
+        self.inputs.push((id, Fill::I32(v)));
+        Ok(id)
+    }
+
+    /// Finishes the case.
+    pub fn case(self, op: &'static str, name: String, out: TensorId, limit: f64) -> Case {
+        Case {
+            op,
+            name,
+            graph: self.g,
+            inputs: self.inputs,
+            out,
+            limit,
+        }
+    }
+}
+
+/// A case's graph allocated and filled on one backend, ready to compute.
+pub struct Prepared<'a> {
+    backend: &'a dyn Backend,
+    graph: Graph,
+    out: TensorId,
+    order: Vec<TensorId>,
+}
+
+impl Case {
+    /// Allocates the case on `backend` and writes its inputs.
+    pub fn prepare<'a>(&self, backend: &'a dyn Backend) -> Result<Prepared<'a>> {
+        let mut graph = self.graph.clone();
+        graph.set_output(self.out)?;
+        graph.allocate(backend)?;
+        for (id, fill) in &self.inputs {
+            match fill {
+                Fill::F32(v) => graph.write_f32(backend, *id, v)?,
+                Fill::I32(v) => graph.write_i32(backend, *id, v)?,
+            }
+        }
+        let order = graph.compute_order();
+        Ok(Prepared {
+            backend,
+            graph,
+            out: self.out,
+            order,
+        })
+    }
+
+    /// Whether `backend` can run every node of the case.
+    pub fn supported_by(&self, backend: &dyn Backend) -> bool {
+        self.graph
+            .compute_order()
+            .into_iter()
+            .all(|id| backend.supports_op(&self.graph, id))
+    }
+
+    /// Bytes the case's op reads and writes once (for GB/s figures).
+    pub fn bytes_moved(&self) -> usize {
+        let out = self.graph.layout(self.out).span_bytes();
+        out + self
+            .inputs
+            .iter()
+            .map(|(id, _)| self.graph.layout(*id).span_bytes())
+            .sum::<usize>()
+    }
+}
+
+impl Prepared<'_> {
+    /// Computes the graph once and reads the output.
+    pub fn run(&self) -> Result<Vec<f32>> {
+        self.backend.compute(&self.graph, &self.order)?;
+        self.graph.read_f32(self.backend, self.out)
+    }
+
+    /// Mean seconds per compute over `reps` runs (after one warm-up).
+    pub fn time(&self, reps: usize) -> Result<f64> {
+        self.backend.compute(&self.graph, &self.order)?;
+        self.backend.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..reps {
+            self.backend.compute(&self.graph, &self.order)?;
+        }
+        self.backend.synchronize()?;
+        Ok(start.elapsed().as_secs_f64() / reps.max(1) as f64)
+    }
+}
+
+/// `Σ(a−b)² / Σb²` of a result against the reference, or why it fails
+/// outright: NaN anywhere, or infinities that differ.
+pub fn nmse(got: &[f32], reference: &[f32]) -> std::result::Result<f64, String> {
+    if got.len() != reference.len() {
+        return Err(format!(
+            "{} values, reference has {}",
+            got.len(),
+            reference.len()
+        ));
+    }
+    let (mut err, mut norm) = (0.0f64, 0.0f64);
+    for (i, (&a, &b)) in got.iter().zip(reference).enumerate() {
+        if a.is_nan() || b.is_nan() {
+            return Err(format!("NaN at {i}"));
+        }
+        let inf = |v: f32| v.is_infinite() || v.abs() == f32::MAX;
+        if inf(a) || inf(b) {
+            if a != b {
+                return Err(format!("infinity mismatch at {i}: {a} vs {b}"));
+            }
+            continue;
+        }
+        err += (a as f64 - b as f64).powi(2);
+        norm += (b as f64).powi(2);
+    }
+    Ok(if norm == 0.0 { err } else { err / norm })
+}
+
+/// The result of one case on one backend.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Measured NMSE (when it could be computed).
+    pub nmse: Option<f64>,
+    /// Why the case failed, if it did.
+    pub failure: Option<String>,
+}
+
+/// Runs `case` on `reference` and `backend` and compares.
+pub fn check(case: &Case, reference: &dyn Backend, backend: &dyn Backend) -> Outcome {
+    let run = |b: &dyn Backend| case.prepare(b).and_then(|p| p.run());
+    let (want, got) = match (run(reference), run(backend)) {
+        (Ok(w), Ok(g)) => (w, g),
+        (Err(e), _) => return failed(None, format!("reference failed: {e}")),
+        (_, Err(e)) => return failed(None, format!("{} failed: {e}", backend.name())),
+    };
+    match nmse(&got, &want) {
+        Ok(e) if e <= case.limit => Outcome {
+            nmse: Some(e),
+            failure: None,
+        },
+        Ok(e) => failed(Some(e), format!("NMSE {e:.3e} > {:.0e}", case.limit)),
+        Err(why) => failed(None, why),
+    }
+}
+
+fn failed(nmse: Option<f64>, why: String) -> Outcome {
+    Outcome {
+        nmse,
+        failure: Some(why),
+    }
+}

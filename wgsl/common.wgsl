@@ -1,0 +1,43 @@
+// Shared by every kernel. `Params` mirrors src/backend/wgpu/params.rs: the
+// sources `a`, `b` and the destination `d` as shape, byte strides and byte
+// offset, then eight op-specific words in `x` and `y` (f32 values as bits).
+
+struct TensorP {
+    ne: vec4<u32>,
+    nb: vec4<u32>,
+    offset: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+struct Params {
+    a: TensorP,
+    b: TensorP,
+    d: TensorP,
+    x: vec4<u32>,
+    y: vec4<u32>,
+}
+
+// The four indices of flat element `flat` in shape `ne`, dimension 0 fastest.
+fn unravel(flat: u32, ne: vec4<u32>) -> vec4<u32> {
+    let r0 = flat / ne.x;
+    let r1 = r0 / ne.y;
+    return vec4<u32>(flat % ne.x, r0 % ne.y, r1 % ne.z, r1 / ne.z);
+}
+
+// Byte address of element `i` of `t` (`i.x` counts elements, or blocks for quantized rows).
+fn addr(t: TensorP, i: vec4<u32>) -> u32 {
+    return t.offset + dot(i, t.nb);
+}
+
+// Number of elements of `t`.
+fn n_elements(t: TensorP) -> u32 {
+    return t.ne.x * t.ne.y * t.ne.z * t.ne.w;
+}
+
+// Flat index of a workgroup in a grid that may spill into y and z
+// (a dimension holds at most 65535 workgroups).
+fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + nwg.x * (wid.y + nwg.y * wid.z);
+}

@@ -1,0 +1,34 @@
+// norm (CENTER) and rms_norm over rows of a: one workgroup per row.
+// Ported from the seed's op_norm and op_rmsnorm; the reductions come from
+// the subgroup or workgroup helpers. p.x.x: eps.
+
+@compute @workgroup_size(WG)
+fn main(ids: Ids) {
+    let row = group_index(ids.wid, ids.nwg);
+    let n_rows = p.a.ne.y * p.a.ne.z * p.a.ne.w;
+    if (row >= n_rows) {
+        return;
+    }
+    let r = unravel(row, vec4<u32>(p.a.ne.y, p.a.ne.z, p.a.ne.w, 1u));
+    let base = vec4<u32>(0u, r.x, r.y, r.z);
+    let n = p.a.ne.x;
+
+    var mean = 0.0;
+    if (CENTER) {
+        var sum = 0.0;
+        for (var i = ids.lid; i < n; i += WG) {
+            sum += load_a(addr(p.a, base + vec4<u32>(i, 0u, 0u, 0u)));
+        }
+        mean = wg_sum(sum, ids) / f32(n);
+    }
+    var sq = 0.0;
+    for (var i = ids.lid; i < n; i += WG) {
+        let v = load_a(addr(p.a, base + vec4<u32>(i, 0u, 0u, 0u))) - mean;
+        sq += v * v;
+    }
+    let scale = 1.0 / sqrt(wg_sum(sq, ids) / f32(n) + bitcast<f32>(p.x.x));
+    for (var i = ids.lid; i < n; i += WG) {
+        let at = base + vec4<u32>(i, 0u, 0u, 0u);
+        store_d(addr(p.d, at), (load_a(addr(p.a, at)) - mean) * scale);
+    }
+}
