@@ -6,6 +6,7 @@ use wginfer::backend::Backend;
 use wginfer::graph::{Graph, TensorId};
 use wginfer::Result;
 
+#[allow(unused_imports)]
 pub use wginfer::parity::Rng;
 
 /// `Σ(a−b)² / Σb²` with `b` the reference, as llama.cpp's test-backend-ops.
@@ -78,4 +79,20 @@ pub fn indices(ne: [usize; 4]) -> impl Iterator<Item = [usize; 4]> {
 /// Rounds through f16, for references of f16 results.
 pub fn f16_round(x: f64) -> f64 {
     half::f16::from_f64(x).to_f64()
+}
+
+/// A wgpu backend on the default adapter; `None` (with a note) without one,
+/// except under CI, where a missing adapter fails the test.
+pub fn gpu() -> Option<wginfer::backend::wgpu::WgpuBackend> {
+    use wginfer::backend::wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(&WgpuOptions::default()) {
+        Ok(b) => Some(b),
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI needs a GPU adapter (lavapipe): {e}")
+        }
+        Err(e) => {
+            eprintln!("no GPU adapter, test not run: {e}");
+            None
+        }
+    }
 }

@@ -38,6 +38,8 @@ pub struct RunStats {
     pub dispatches: usize,
     /// Queue submissions (0 when the split had nothing to dispatch).
     pub submits: usize,
+    /// Bind groups created (0 when a graph of the same shape ran before).
+    pub new_bind_groups: usize,
 }
 
 /// Bind groups not used for this many runs are dropped (they keep buffers alive).
@@ -130,6 +132,7 @@ impl PlanCache {
                 })
         })?;
         self.bind_groups.insert(key, (group.clone(), self.run));
+        self.last_stats.new_bind_groups += 1;
         Ok(group)
     }
 
@@ -149,7 +152,7 @@ impl PlanCache {
         }
         self.last_stats = RunStats {
             dispatches: dispatches.len(),
-            submits: 0,
+            ..RunStats::default()
         };
         if dispatches.is_empty() {
             return Ok(()); // an empty command buffer crashes some drivers

@@ -1,0 +1,126 @@
+//! The wgpu backend's buffers, transfers and limits.
+
+mod common;
+
+use wginfer::backend::cpu::CpuBackend;
+use wginfer::backend::{Backend, BufferUsage};
+use wginfer::graph::Graph;
+use wginfer::{DType, Error};
+
+#[test]
+fn transfers_round_trip_at_any_offset_and_length() {
+    let Some(gpu) = common::gpu() else { return };
+    let buf = gpu.alloc_buffer(1000, BufferUsage::Compute).unwrap();
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+    gpu.write_buffer(&buf, 0, &data).unwrap();
+    // Unaligned writes merge with their neighbours.
+    gpu.write_buffer(&buf, 3, &[1, 2, 3, 4, 5]).unwrap();
+    gpu.write_buffer(&buf, 998, &[9, 9]).unwrap();
+    let mut want = data.clone();
+    want[3..8].copy_from_slice(&[1, 2, 3, 4, 5]);
+    want[998..].copy_from_slice(&[9, 9]);
+    let mut got = vec![0; 1000];
+    gpu.read_buffer(&buf, 0, &mut got).unwrap();
+    assert_eq!(got, want);
+    let mut part = vec![0; 7];
+    gpu.read_buffer(&buf, 5, &mut part).unwrap();
+    assert_eq!(part, want[5..12]);
+}
+
+#[test]
+fn a_large_upload_goes_through_in_chunks() {
+    let Some(gpu) = common::gpu() else { return };
+    let n = (70 << 20) + 12; // over one 64 MiB upload chunk
+    let buf = gpu.alloc_buffer(n, BufferUsage::Weights).unwrap();
+    let data: Vec<u8> = (0..n).map(|i| (i % 253) as u8).collect();
+    gpu.write_buffer(&buf, 0, &data).unwrap();
+    let mut got = vec![0; n];
+    gpu.read_buffer(&buf, 0, &mut got).unwrap();
+    assert!(got == data, "70 MiB round trip differs");
+}
+
+#[test]
+fn bad_requests_are_errors_not_panics() {
+    let Some(gpu) = common::gpu() else { return };
+    let buf = gpu.alloc_buffer(64, BufferUsage::Compute).unwrap();
+    assert!(gpu.write_buffer(&buf, 60, &[0; 8]).is_err(), "past the end");
+    assert!(
+        gpu.read_buffer(&buf, usize::MAX, &mut [0; 4]).is_err(),
+        "offset overflow"
+    );
+    let huge = gpu.alloc_buffer(1 << 50, BufferUsage::Weights);
+    assert!(
+        matches!(huge, Err(Error::OutOfMemory(_))),
+        "absurd allocation"
+    );
+    let cpu = CpuBackend::new();
+    let cpu_buf = cpu.alloc_buffer(64, BufferUsage::Compute).unwrap();
+    assert!(
+        gpu.write_buffer(&cpu_buf, 0, &[0; 4]).is_err(),
+        "a cpu buffer on the gpu"
+    );
+    assert!(
+        cpu.write_buffer(&buf, 0, &[0; 4]).is_err(),
+        "a gpu buffer on the cpu"
+    );
+    let other = common::gpu().unwrap();
+    assert!(
+        other.write_buffer(&buf, 0, &[0; 4]).is_err(),
+        "a buffer of another device"
+    );
+}
+
+#[test]
+fn tensors_over_the_binding_limit_are_declined() {
+    let Some(gpu) = common::gpu() else { return };
+    // Declined by layout alone, so nothing this large is allocated.
+    let mut g = Graph::new();
+    let rows = 1 << 16;
+    let big = g.input("big", DType::F32, &[1024, rows]).unwrap(); // 256 MiB
+    let y = g.silu(big).unwrap();
+    let small = g.input("small", DType::F32, &[1024]).unwrap();
+    let z = g.silu(small).unwrap();
+    let limit = 128usize << 20;
+    assert!(g.layout(big).span_bytes() > limit);
+    if gpu.adapter().name.contains("llvmpipe") {
+        assert!(
+            !gpu.supports_op(&g, y),
+            "256 MiB exceeds lavapipe's 128 MiB binding"
+        );
+    }
+    assert!(gpu.supports_op(&g, z));
+}
+
+#[test]
+fn a_graph_of_the_same_shape_reuses_bind_groups() {
+    let Some(gpu) = common::gpu() else { return };
+    let values: Vec<f32> = (0..32).map(|i| (i as f32 * 0.37).sin()).collect();
+    let mut buffers = None;
+    for (run, n_past) in [0usize, 3, 5].into_iter().enumerate() {
+        // A new graph per step, as a decoder builds per token; only n_past changes.
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[8, 4]).unwrap();
+        let y = g.diag_mask_inf(x, n_past).unwrap();
+        g.set_output(y).unwrap();
+        let plan = wginfer::graph::plan_allocation(&g, &g.compute_order(), gpu.alignment());
+        let buf = buffers
+            .get_or_insert_with(|| gpu.alloc_buffer(plan.size, BufferUsage::Compute).unwrap());
+        plan.assign(&mut g, buf).unwrap();
+        g.write_f32(&gpu, x, &values).unwrap();
+        gpu.compute(&g, &g.compute_order()).unwrap();
+        let stats = gpu.last_run_stats();
+        assert_eq!((stats.dispatches, stats.submits), (1, 1));
+        assert_eq!(stats.new_bind_groups, usize::from(run == 0), "run {run}");
+        let got = g.read_f32(&gpu, y).unwrap();
+        let want: Vec<f32> = (0..32)
+            .map(|i| {
+                if i % 8 > n_past + i / 8 {
+                    f32::NEG_INFINITY
+                } else {
+                    values[i]
+                }
+            })
+            .collect();
+        assert_eq!(got, want, "n_past {n_past}");
+    }
+}
