@@ -82,13 +82,19 @@ pub fn encode(
     }
 }
 
-/// Byte strides that the kernels' u32 arithmetic and element loads can use.
-fn addressable(dev: &Device, layout: &Layout) -> bool {
-    let unit = match layout.dtype {
+/// The granularity of a type's addresses: kernels load f32 and i32 as
+/// words and f16 as half words; block formats are read byte by byte.
+fn address_unit(dtype: DType) -> usize {
+    match dtype {
         DType::F16 => 2,
         DType::F32 | DType::I32 => 4,
-        _ => 1, // block formats are read byte by byte
-    };
+        _ => 1,
+    }
+}
+
+/// Byte strides that the kernels' u32 arithmetic and element loads can use.
+fn addressable(dev: &Device, layout: &Layout) -> bool {
+    let unit = address_unit(layout.dtype);
     let fits_binding = layout.span_bytes() as u64 <= dev.ctx.limits.max_storage_buffer_binding_size;
     fits_binding
         && layout
@@ -136,13 +142,7 @@ impl Ctx<'_> {
         };
         let size = (total - start).min(max);
         let rel = data.offset as u64 - start;
-        let unit = if layout.dtype == DType::F16 {
-            2
-        } else if layout.dtype.is_quantized() {
-            1
-        } else {
-            4
-        };
+        let unit = address_unit(layout.dtype) as u64;
         if rel + layout.span_bytes() as u64 > size || !rel.is_multiple_of(unit) {
             return Err(self.dev.error(format!(
                 "tensor '{}' ({} bytes at offset {}) cannot be bound within the {max}-byte binding limit",
