@@ -86,6 +86,7 @@ parity_tests! {
     cpy => "cpy",
     cont => "cont",
     norm => "norm",
+    soft_max => "soft_max",
     rms_norm => "rms_norm",
 }
 
