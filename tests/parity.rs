@@ -87,6 +87,7 @@ parity_tests! {
     cont => "cont",
     norm => "norm",
     soft_max => "soft_max",
+    rope => "rope",
     rms_norm => "rms_norm",
 }
 
