@@ -88,6 +88,7 @@ parity_tests! {
     norm => "norm",
     soft_max => "soft_max",
     rope => "rope",
+    get_rows => "get_rows",
     rms_norm => "rms_norm",
 }
 
