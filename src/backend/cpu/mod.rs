@@ -9,7 +9,7 @@ mod src;
 
 pub use src::Src;
 
-pub(crate) use ops::{yarn_corr_dims, yarn_cos_sin};
+pub(crate) use ops::{yarn_corr_dims, yarn_mscale};
 
 use std::any::Any;
 use std::sync::{Arc, RwLock};

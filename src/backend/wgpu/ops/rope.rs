@@ -4,7 +4,7 @@
 //! evaluates per-pair angles.
 
 use super::{key, Ctx};
-use crate::backend::cpu::{yarn_corr_dims, yarn_cos_sin};
+use crate::backend::cpu::{yarn_corr_dims, yarn_mscale};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, RopeMode, RopeParams, TensorId};
 use crate::{DType, Result};
@@ -23,8 +23,7 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
 /// magnitude scale, corr dims.
 fn words(p: &RopeParams) -> Option<([u32; 4], [u32; 4])> {
     let corr = yarn_corr_dims(p);
-    // The reference's magnitude scale: its cos at angle 0 is exactly mscale.
-    let (mscale, _) = yarn_cos_sin(p, corr, 0.0, 0);
+    let mscale = yarn_mscale(p);
     let x = [
         u32::try_from(p.n_dims).ok()?,
         (p.mode == RopeMode::Neox) as u32,
