@@ -87,6 +87,7 @@ parity_tests! {
     cont => "cont",
     norm => "norm",
     rms_norm => "rms_norm",
+    mul_mat => "mul_mat",
 }
 
 #[test]
