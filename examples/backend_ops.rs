@@ -12,18 +12,19 @@ use std::process::ExitCode;
 use wginfer::backend::cpu::CpuBackend;
 use wginfer::backend::wgpu::{AdapterChoice, Reduction, WgpuBackend, WgpuOptions};
 use wginfer::backend::Backend;
-use wginfer::parity::{all_cases, check};
+use wginfer::parity::{all_cases, check, perf_cases};
 
 struct Args {
     perf: bool,
     op: Option<String>,
+    name: Option<String>,
     backend: String,
     options: WgpuOptions,
 }
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: backend_ops [--mode test|perf] [--op NAME] [--backend wgpu|cpu] [--variant subgroup|workgroup] [--adapter INDEX|NAME]"
+        "usage: backend_ops [--mode test|perf] [--op NAME] [--name SUBSTRING] [--backend wgpu|cpu] [--variant subgroup|workgroup] [--adapter INDEX|NAME]"
     );
     ExitCode::from(2)
 }
@@ -32,6 +33,7 @@ fn parse() -> Result<Args, String> {
     let mut args = Args {
         perf: false,
         op: None,
+        name: None,
         backend: "wgpu".into(),
         options: WgpuOptions::default(),
     };
@@ -45,6 +47,7 @@ fn parse() -> Result<Args, String> {
                 m => return Err(format!("unknown mode '{m}'")),
             },
             "--op" | "-o" => args.op = Some(value()?),
+            "--name" => args.name = Some(value()?),
             "--backend" | "-b" => args.backend = value()?,
             "--variant" => {
                 args.options.reduction = Reduction::parse(&value()?).map_err(|e| e.to_string())?
@@ -88,7 +91,13 @@ fn main() -> ExitCode {
             return usage();
         }
     };
-    let cases = match all_cases() {
+    // Perf mode adds the perf-only shapes after the suite's own.
+    let cases = match all_cases().and_then(|mut c| {
+        if args.perf {
+            c.extend(perf_cases()?);
+        }
+        Ok(c)
+    }) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("backend_ops: building cases failed: {e}");
@@ -97,7 +106,8 @@ fn main() -> ExitCode {
     };
     let selected = cases
         .iter()
-        .filter(|c| args.op.as_deref().is_none_or(|op| c.op == op));
+        .filter(|c| args.op.as_deref().is_none_or(|op| c.op == op))
+        .filter(|c| args.name.as_deref().is_none_or(|n| c.name.contains(n)));
     let (mut passed, mut failed) = (0, 0);
     for case in selected {
         if !case.supported_by(backend) {

@@ -90,6 +90,7 @@ parity_tests! {
     rope => "rope",
     get_rows => "get_rows",
     rms_norm => "rms_norm",
+    mul_mat => "mul_mat",
 }
 
 #[test]

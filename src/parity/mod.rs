@@ -8,7 +8,7 @@
 mod cases;
 mod rng;
 
-pub use cases::all_cases;
+pub use cases::{all_cases, perf_cases};
 pub use rng::Rng;
 
 use std::time::Instant;
@@ -153,16 +153,25 @@ impl Prepared<'_> {
         self.graph.read_f32(self.backend, self.out)
     }
 
-    /// Mean seconds per compute over `reps` runs (after one warm-up).
+    /// Mean seconds per compute over at least `reps` runs (fewer when one
+    /// run takes seconds) and at least 0.2 s, after 0.3 s of warm-up runs, so
+    /// that a GPU has left its idle clocks.
     pub fn time(&self, reps: usize) -> Result<f64> {
-        self.backend.compute(&self.graph, &self.order)?;
-        self.backend.synchronize()?;
         let start = Instant::now();
-        for _ in 0..reps {
+        let mut warm = 0u32;
+        while warm == 0 || start.elapsed().as_secs_f64() < 0.3 {
+            self.backend.compute(&self.graph, &self.order)?;
+            self.backend.synchronize()?;
+            warm += 1;
+        }
+        let per = start.elapsed().as_secs_f64() / warm as f64;
+        let n = ((0.2 / per).ceil() as usize).max(reps.min((2.0 / per) as usize).max(1));
+        let start = Instant::now();
+        for _ in 0..n {
             self.backend.compute(&self.graph, &self.order)?;
         }
         self.backend.synchronize()?;
-        Ok(start.elapsed().as_secs_f64() / reps.max(1) as f64)
+        Ok(start.elapsed().as_secs_f64() / n as f64)
     }
 }
 

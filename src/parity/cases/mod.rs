@@ -26,3 +26,8 @@ pub fn all_cases() -> Result<Vec<Case>> {
     }
     Ok(all)
 }
+
+/// Extra cases for `backend_ops --mode perf` only (too big for the test suite).
+pub fn perf_cases() -> Result<Vec<Case>> {
+    mul_mat::perf_cases()
+}

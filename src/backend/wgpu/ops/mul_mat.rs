@@ -1,14 +1,176 @@
-//! mul_mat (not ported yet: declined, so the scheduler keeps it on the CPU).
+//! mul_mat: weights `a` (f32, f16, q4_0, q4_1, q8_0, q6_K) times f32
+//! activations `b`, with ggml's broadcast of `a` over dimensions 2 and 3.
+//!
+//! Two kernels share the block decoders of `wgsl/quant.wgsl`, so the only
+//! type-specific WGSL is a two-line `defs` choosing a decoder:
+//! - `mul_mat_<T>_f32_f32_<sg|wg>` (`wgsl/mul_mat_vec.wgsl`): a few rows of one
+//!   column per workgroup and a workgroup reduction per row; for decode and
+//!   small batches.
+//! - `mul_mm_<T>_f32_f32` (`wgsl/mul_mm.wgsl`): 64 x 64 output tiles from
+//!   shared-memory tiles, each weight block read once per tile of columns;
+//!   for prompts.
+//!
+//! f32/f16 weights may have any element stride (transposed views run, just
+//! slower); quantized weights need dense rows (ggml cannot make others).
 
-use super::Ctx;
+use super::{key, Ctx};
 use crate::backend::wgpu::plan::Dispatch;
+use crate::backend::wgpu::Device;
 use crate::graph::{Graph, TensorId};
-use crate::Result;
+use crate::{DType, Result};
 
-pub fn supports(_dev: &crate::backend::wgpu::Device, _graph: &Graph, _id: TensorId) -> bool {
-    false
+const QUANT: &str = include_str!("../../../../wgsl/quant.wgsl");
+const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
+const VEC4: &[&str] = &[QUANT, "const ROWS: u32 = 4u;\n", VEC_BODY];
+const VEC8: &[&str] = &[QUANT, "const ROWS: u32 = 8u;\n", VEC_BODY];
+fn vec_rows() -> usize {
+    env("WGINFER_MV_ROWS", 4)
+}
+const MM: &[&str] = &[QUANT, include_str!("../../../../wgsl/mul_mm.wgsl")];
+
+/// Output tile of the mat-mat kernel (`TM`, `TN` in mul_mm.wgsl) and its
+/// fixed invocation count and shared memory (two 32 x 64 f32 tiles).
+const MM_TILE: usize = 64;
+const MM_WG: u32 = 256;
+const MM_SHARED: u32 = 2 * 32 * 64 * 4;
+/// Columns up to which the mat-vec kernel runs: beyond, reading the weights
+/// once per tile of 64 columns beats reading them once per column.
+fn vec_max_cols() -> usize {
+    env("WGINFER_MV_MAXCOLS", 4)
+}
+
+// EXPERIMENT (to be removed): mat-vec shape from the environment.
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+fn vec_wg() -> u32 {
+    env("WGINFER_MV_WG", 64) as u32
+}
+
+/// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
+/// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
+/// the units of a row of `k` values.
+fn defs(t: DType) -> Option<&'static str> {
+    macro_rules! decoder {
+        ($unit:literal, $elem:literal, $units:literal) => {
+            concat!(
+                "fn unit_w(row: u32, u: u32) -> Unit { return ",
+                $unit,
+                "; }\n",
+                "fn x_elem(u: u32, i: u32) -> u32 { return ",
+                $elem,
+                "(u, i); }\n",
+                "fn n_units(k: u32) -> u32 { return ",
+                $units,
+                "; }\n"
+            )
+        };
+    }
+    Some(match t {
+        DType::F32 => decoder!("dq_f32(row, u)", "x_elem_f32", "float_units(k)"),
+        DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16", "float_units(k)"),
+        DType::Q4_0 => decoder!(
+            "dq_q4_0(row + 18u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u"
+        ),
+        DType::Q4_1 => decoder!(
+            "dq_q4_1(row + 20u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u"
+        ),
+        DType::Q8_0 => decoder!(
+            "dq_q8_0(row + 34u * (u >> 2u), u & 3u)",
+            "x_elem_linear",
+            "k / 8u"
+        ),
+        DType::Q6K => decoder!(
+            "dq_q6_k(row + 210u * (u >> 5u), u & 31u)",
+            "x_elem_q6_k",
+            "k / 8u"
+        ),
+        DType::I32 => return None,
+    })
+}
+
+/// Whether the tiled kernel fits the device's workgroup limits.
+fn tiles_fit(dev: &Device) -> bool {
+    let l = &dev.ctx.limits;
+    l.max_compute_invocations_per_workgroup >= MM_WG
+        && l.max_compute_workgroup_size_x >= MM_WG
+        && l.max_compute_workgroup_storage_size >= MM_SHARED
+}
+
+/// Workgroups of the chosen kernel and its `p.x` words, or `None` when the
+/// count does not fit the kernels' 32-bit indices.
+fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(bool, u32, [u32; 4])> {
+    let node = graph.node(id);
+    let (la, lb) = (graph.layout(node.src[0]), graph.layout(node.src[1]));
+    let [_, m, a2, a3] = la.ne;
+    let [_, n, b2, b3] = lb.ne;
+    if a2 == 0 || a3 == 0 || b2 % a2 != 0 || b3 % a3 != 0 {
+        return None;
+    }
+    let (r2, r3) = (u32::try_from(b2 / a2).ok()?, u32::try_from(b3 / a3).ok()?);
+    let tiled = n > vec_max_cols() && tiles_fit(dev);
+    let (gm, gn) = if tiled {
+        (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE))
+    } else {
+        (m.div_ceil(vec_rows()), n)
+    };
+    let count = gm.checked_mul(gn)?.checked_mul(b2)?.checked_mul(b3)?;
+    let words = [u32::try_from(gm).ok()?, u32::try_from(gn).ok()?, r2, r3];
+    Some((tiled, u32::try_from(count).ok()?, words))
+}
+
+pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
+    let node = graph.node(id);
+    let (Some(&a), Some(&b)) = (node.src.first(), node.src.get(1)) else {
+        return false;
+    };
+    let (la, lb) = (graph.layout(a), graph.layout(b));
+    let weights_ok = match la.dtype {
+        DType::F32 | DType::F16 => true,
+        t => defs(t).is_some() && la.rows_contiguous() && la.ne[0] % t.block_elems() == 0,
+    };
+    weights_ok
+        && lb.dtype == DType::F32
+        && node.layout.dtype == DType::F32
+        && la.ne[0] == lb.ne[0]
+        && plan(dev, graph, id).is_some()
 }
 
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    Err(ctx.dev.error("mul_mat is not ported yet"))
+    let (a, b) = (ctx.src(0), ctx.src(1));
+    let dtype = ctx.graph.layout(a).dtype;
+    let (Some(defs), Some((tiled, count, words))) = (defs(dtype), plan(ctx.dev, ctx.graph, ctx.id))
+    else {
+        return Err(ctx
+            .dev
+            .error(format!("mul_mat of {dtype:?} weights is not supported")));
+    };
+    let (bindings, mut params) = ctx.bind_all(&[a, b])?;
+    params.x = words;
+    let key = if tiled {
+        key(ctx, "mul_mm", &[a, b], MM, defs, false, MM_WG)
+    } else {
+        key(
+            ctx,
+            "mul_mat",
+            &[a, b],
+            if vec_rows() == 8 { VEC8 } else { VEC4 },
+            defs,
+            true,
+            ctx.workgroup(vec_wg()),
+        )
+    };
+    Ok(vec![Dispatch {
+        key,
+        bindings,
+        params,
+        workgroups: ctx.grid(count),
+    }])
 }

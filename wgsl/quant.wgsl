@@ -1,0 +1,175 @@
+// Block decoders for mul_mat: each returns one 8-value "unit" of a row of
+// `a` as f32 weights, and `x_elem_*` say which row elements a unit's weights
+// belong to, so the kernels gather the matching activations once and reuse
+// them across rows. Units are numbered so that consecutive invocations read
+// consecutive words: a q4_0/q4_1 unit is one code word of a block (values
+// 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q6_K unit one ql and one
+// qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
+// side by side reading interleaved words.
+//
+// Blocks of 18, 34 and 210 bytes are not 4-byte aligned: the decoders read
+// whole words and funnel-shift them (no byte loads). The word after the last
+// one may lie past the binding; wgpu clamps such reads and the shifted-out
+// bits are discarded.
+
+alias Unit = array<vec4<f32>, 2>;
+
+fn funnel(lo: u32, hi: u32, sh: u32) -> u32 {
+    // A shift by 32 would be a shift by 0 in WGSL: select the aligned case.
+    return select((lo >> sh) | (hi << (32u - sh)), lo, sh == 0u);
+}
+
+// The 4 bytes at any byte address of `a`.
+fn a_u32_at(byte: u32) -> u32 {
+    let i = byte >> 2u;
+    return funnel(a[i], a[i + 1u], (byte & 3u) * 8u);
+}
+
+// The 8 bytes at any byte address of `a`.
+fn a_vec2_at(byte: u32) -> vec2<u32> {
+    let i = byte >> 2u;
+    let sh = (byte & 3u) * 8u;
+    let w0 = a[i];
+    let w1 = a[i + 1u];
+    let w2 = a[i + 2u];
+    return vec2<u32>(funnel(w0, w1, sh), funnel(w1, w2, sh));
+}
+
+fn f16_lo(w: u32) -> f32 {
+    return unpack2x16float(w).x;
+}
+
+// Low and high nibbles of the four bytes of `w`, in byte order.
+fn nib_lo(w: u32) -> vec4<f32> {
+    return vec4<f32>(unpack4xU8(w & 0x0f0f0f0fu));
+}
+
+fn nib_hi(w: u32) -> vec4<f32> {
+    return vec4<f32>(unpack4xU8((w >> 4u) & 0x0f0f0f0fu));
+}
+
+// Units are used with constant indices only, so drivers keep them in
+// registers (a loop over a private array put it in local memory).
+fn dot_unit(w: Unit, x: Unit) -> f32 {
+    let s = fma(w[1], x[1], w[0] * x[0]);
+    return s.x + s.y + s.z + s.w;
+}
+
+// Row elements of weight i of unit u, per layout.
+fn x_elem_q4(u: u32, i: u32) -> u32 {
+    return 32u * (u >> 2u) + 4u * (u & 3u) + (i & 3u) + 16u * (i >> 2u);
+}
+
+fn x_elem_linear(u: u32, i: u32) -> u32 {
+    return 8u * u + i;
+}
+
+// q6_K unit: half h, ql word pb (quarters pb and pb + 2), positions l0..l0+4.
+fn x_elem_q6_k(u: u32, i: u32) -> u32 {
+    let r = u & 31u;
+    let t = ((r >> 3u) & 1u) + 2u * (i >> 2u);
+    return 256u * (u >> 5u) + 128u * (r >> 4u) + 32u * t + 4u * (r & 7u) + (i & 3u);
+}
+
+fn x_elem_f32(u: u32, i: u32) -> u32 {
+    return 64u * (u >> 3u) + (u & 7u) + 8u * i;
+}
+
+fn x_elem_f16(u: u32, i: u32) -> u32 {
+    return 64u * (u >> 3u) + 2u * (u & 7u) + (i & 1u) + 16u * (i >> 1u);
+}
+
+// Units of a row of k values: f32/f16 rows round up to whole groups of 64.
+fn float_units(k: u32) -> u32 {
+    return (k + 63u) / 64u * 8u;
+}
+
+// f32 and f16 rows: element k at row + k * nb0, zero past K.
+fn f32_at(row: u32, k: u32) -> f32 {
+    return select(0.0, bitcast<f32>(a[(row + k * p.a.nb.x) >> 2u]), k < p.a.ne.x);
+}
+
+fn dq_f32(row: u32, u: u32) -> Unit {
+    let k = 64u * (u >> 3u) + (u & 7u);
+    return Unit(
+        vec4<f32>(f32_at(row, k), f32_at(row, k + 8u), f32_at(row, k + 16u), f32_at(row, k + 24u)),
+        vec4<f32>(f32_at(row, k + 32u), f32_at(row, k + 40u), f32_at(row, k + 48u), f32_at(row, k + 56u)),
+    );
+}
+
+// Elements k and k + 1 of an f16 row, zero past K.
+fn f16_pair(row: u32, k: u32) -> vec2<f32> {
+    var v: vec2<f32>;
+    if (p.a.nb.x == 2u) {
+        v = unpack2x16float(a_u32_at(row + 2u * k));
+    } else {
+        v = vec2<f32>(a_f16(row + k * p.a.nb.x), a_f16(row + (k + 1u) * p.a.nb.x));
+    }
+    return select(vec2<f32>(0.0), v, vec2<u32>(k, k + 1u) < vec2<u32>(p.a.ne.x));
+}
+
+fn dq_f16(row: u32, u: u32) -> Unit {
+    let k = 64u * (u >> 3u) + 2u * (u & 7u);
+    return Unit(
+        vec4<f32>(f16_pair(row, k), f16_pair(row, k + 16u)),
+        vec4<f32>(f16_pair(row, k + 32u), f16_pair(row, k + 48u)),
+    );
+}
+
+// q4_0 (18 bytes): f16 d, 16 bytes of codes; value j = (lo nibble of
+// qs[j] - 8) * d, value j + 16 = (hi nibble - 8) * d. Code word w of the
+// block at s.
+fn dq_q4_0(s: u32, w: u32) -> Unit {
+    let d = vec4<f32>(f16_lo(a_u32_at(s)));
+    let q = a_u32_at(s + 2u + 4u * w);
+    let md = -8.0 * d;
+    return Unit(fma(nib_lo(q), d, md), fma(nib_hi(q), d, md));
+}
+
+// q4_1 (20 bytes): f16 d, f16 m, 16 bytes of codes; value = code * d + m.
+fn dq_q4_1(s: u32, w: u32) -> Unit {
+    let dm = unpack2x16float(a_u32_at(s));
+    let d = vec4<f32>(dm.x);
+    let m = vec4<f32>(dm.y);
+    let q = a_u32_at(s + 4u + 4u * w);
+    return Unit(fma(nib_lo(q), d, m), fma(nib_hi(q), d, m));
+}
+
+// q8_0 (34 bytes): f16 d, 32 signed bytes; value = q * d. Values 8w..8w+8.
+fn dq_q8_0(s: u32, w: u32) -> Unit {
+    let d = f16_lo(a_u32_at(s));
+    let q = a_vec2_at(s + 2u + 8u * w);
+    return Unit(vec4<f32>(unpack4xI8(q.x)) * d, vec4<f32>(unpack4xI8(q.y)) * d);
+}
+
+// Four q6_K codes (-32..31): 4 bits of `ql` from bit `lo` of each byte, 2 of
+// `qh` from bit `hi` (src/quant/q6_k.rs `unpack`).
+fn q6_codes(ql: u32, qh: u32, lo: u32, hi: u32) -> vec4<f32> {
+    let l = unpack4xU8((ql >> lo) & 0x0f0f0f0fu);
+    let h = unpack4xU8((qh >> hi) & 0x03030303u);
+    return vec4<f32>(l | (h << vec4<u32>(4u))) - 32.0;
+}
+
+// Signed byte `i` of the word pair `w`.
+fn i8_at(w: vec2<u32>, i: u32) -> f32 {
+    return f32(extractBits(bitcast<i32>(select(w.x, w.y, i >= 4u)), 8u * (i & 3u), 8u));
+}
+
+// q6_K (210 bytes): ql[128], qh[64], i8 scales[16], f16 d. Unit r (0..32)
+// of the block at s, in x_elem_q6_k order: quarter pb for the low nibbles of
+// the ql word, quarter pb + 2 for the high ones; quarter t's scale is
+// scales[8h + 2t + l0 / 16].
+fn dq_q6_k(s: u32, r: u32) -> Unit {
+    let h = r >> 4u;
+    let pb = (r >> 3u) & 1u;
+    let l0 = 4u * (r & 7u);
+    let ql = a_u32_at(s + 64u * h + 32u * pb + l0);
+    let qh = a_u32_at(s + 128u + 32u * h + l0);
+    let sw = a_vec2_at(s + 192u + 8u * h);
+    let d = f16_lo(a_u32_at(s + 208u));
+    let sc = 2u * pb + (l0 >> 4u);
+    return Unit(
+        q6_codes(ql, qh, 0u, 2u * pb) * (d * i8_at(sw, sc)),
+        q6_codes(ql, qh, 4u, 2u * pb + 4u) * (d * i8_at(sw, sc + 4u)),
+    );
+}
