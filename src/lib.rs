@@ -13,6 +13,7 @@ pub mod graph;
 pub mod parity;
 pub mod quant;
 pub mod tensor;
+pub mod tokenizer;
 
 pub use dtype::DType;
 pub use error::{Error, Result};
