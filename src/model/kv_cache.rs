@@ -1,0 +1,113 @@
+//! The key/value cache: per layer, K `[n_embd_kv, n_ctx]` (one token per
+//! row) and V transposed, `[n_ctx, n_embd_kv]` (one channel per row), so the
+//! V operand of attention reads contiguous rows like llama.cpp's non-flash
+//! path.
+
+use crate::backend::{Backend, BufferHandle, BufferUsage};
+use crate::graph::{Graph, TensorData, TensorId};
+use crate::{DType, Error, Result};
+
+/// The cache tensors of one layer, added to a graph.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerCache {
+    /// K `[n_embd_kv, n_ctx]`.
+    pub k: TensorId,
+    /// V `[n_ctx, n_embd_kv]`.
+    pub v: TensorId,
+}
+
+/// K and V of every layer for `n_ctx` positions, resident on a backend.
+///
+/// Each layer has a buffer of its own: layers stay within a GPU's binding
+/// limit whatever the context length, and bind groups never change.
+pub struct KvCache {
+    layers: Vec<BufferHandle>,
+    v_offset: usize,
+    dtype: DType,
+    n_ctx: usize,
+    n_embd_kv: usize,
+}
+
+impl std::fmt::Debug for KvCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KvCache")
+            .field("layers", &self.layers.len())
+            .field("dtype", &self.dtype)
+            .field("n_ctx", &self.n_ctx)
+            .field("n_embd_kv", &self.n_embd_kv)
+            .finish()
+    }
+}
+
+impl KvCache {
+    /// Allocates the cache; `dtype` is F16 (as llama.cpp) or F32.
+    pub fn new(
+        backend: &dyn Backend,
+        n_layer: usize,
+        n_ctx: usize,
+        n_embd_kv: usize,
+        dtype: DType,
+    ) -> Result<KvCache> {
+        if !matches!(dtype, DType::F16 | DType::F32) {
+            return Err(Error::invalid(format!(
+                "a KV cache of {dtype}: f16 or f32 expected"
+            )));
+        }
+        let half = n_ctx
+            .checked_mul(n_embd_kv)
+            .and_then(|n| n.checked_mul(dtype.block_bytes()))
+            .ok_or_else(|| Error::invalid(format!("a KV cache of {n_ctx} x {n_embd_kv}")))?;
+        let align = backend.alignment().max(1);
+        let v_offset = half.div_ceil(align) * align;
+        let layers = (0..n_layer)
+            .map(|_| backend.alloc_buffer(v_offset + half, BufferUsage::Compute))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache {
+            layers,
+            v_offset,
+            dtype,
+            n_ctx,
+            n_embd_kv,
+        })
+    }
+
+    /// Positions the cache holds.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Element type of K and V.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Bytes on the backend.
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().map(|b| b.size()).sum()
+    }
+
+    /// Adds layer `il`'s K and V to `g`, bound to the cache's bytes.
+    pub fn layer(&self, g: &mut Graph, il: usize) -> Result<LayerCache> {
+        let buffer = self
+            .layers
+            .get(il)
+            .ok_or_else(|| Error::invalid(format!("the KV cache has no layer {il}")))?;
+        let k = g.input(
+            &format!("cache_k_l{il}"),
+            self.dtype,
+            &[self.n_embd_kv, self.n_ctx],
+        )?;
+        let v = g.input(
+            &format!("cache_v_l{il}"),
+            self.dtype,
+            &[self.n_ctx, self.n_embd_kv],
+        )?;
+        let at = |offset| TensorData {
+            buffer: buffer.clone(),
+            offset,
+        };
+        g.bind(k, at(0))?;
+        g.bind(v, at(self.v_offset))?;
+        Ok(LayerCache { k, v })
+    }
+}
