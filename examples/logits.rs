@@ -14,7 +14,7 @@ mod common;
 use std::io::Write;
 use std::process::ExitCode;
 
-use common::{json_num, number, value, DEFAULT_MODEL};
+use common::{json_f32, number, value, DEFAULT_MODEL};
 use wginfer::model::BackendChoice;
 
 struct Args {
@@ -111,7 +111,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
     for (pos, row) in logits.chunks_exact(n_vocab).enumerate() {
         let items: Vec<String> = top(row, a.top_k)
             .into_iter()
-            .map(|(id, v)| format!("[{id}, {}]", json_num(v as f64)))
+            .map(|(id, v)| format!("[{id}, {}]", json_f32(v)))
             .collect();
         positions.push(format!(
             "{{\"pos\": {pos}, \"top\": [{}]}}",

@@ -84,8 +84,19 @@ pub fn json_str(s: &str) -> String {
     out
 }
 
-/// A finite f64 as JSON (non-finite values become null).
+/// A finite f64 as JSON, rounded to 3 decimals (non-finite values become null).
 pub fn json_num(v: f64) -> String {
+    if v.is_finite() {
+        // Three decimals: timings in ms and rates need no more.
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        "null".into()
+    }
+}
+
+/// An f32 as JSON in its shortest exact form (non-finite values become null).
+pub fn json_f32(v: f32) -> String {
     if v.is_finite() {
         format!("{v}")
     } else {

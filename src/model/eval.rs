@@ -30,9 +30,35 @@ impl std::fmt::Debug for Evaluator {
 }
 
 impl Evaluator {
-    /// Measures the largest graph (`n_batch` tokens ending at the last cache
-    /// position) and allocates its arena; fails with the first op the
-    /// backend cannot run.
+    /// The largest batch a context runs: `n_batch` tokens ending at the last
+    /// cache position, last logits only.
+    fn worst_batch(kv: &KvCache, n_batch: usize) -> Batch {
+        let n_tokens = n_batch.clamp(1, kv.n_ctx());
+        Batch {
+            n_tokens,
+            n_past: kv.n_ctx() - n_tokens,
+            all_logits: false,
+        }
+    }
+
+    /// Fails with the first op of the largest graph that `backend` declines.
+    /// Works on planned (unallocated) weights and cache, so nothing needs
+    /// uploading to find out.
+    pub fn check_support(
+        backend: &dyn Backend,
+        c: &LlamaConfig,
+        w: &Weights,
+        kv: &KvCache,
+        n_batch: usize,
+    ) -> Result<()> {
+        let step = build(c, w, kv, Evaluator::worst_batch(kv, n_batch))?;
+        match unsupported_op(backend, &step) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Measures the largest graph and allocates its arena once.
     pub fn new(
         backend: Arc<dyn Backend>,
         c: &LlamaConfig,
@@ -40,23 +66,14 @@ impl Evaluator {
         kv: &KvCache,
         n_batch: usize,
     ) -> Result<Evaluator> {
-        let n_batch = n_batch.clamp(1, kv.n_ctx());
-        let worst = Batch {
-            n_tokens: n_batch,
-            n_past: kv.n_ctx() - n_batch,
-            all_logits: false,
-        };
-        let step = build(c, w, kv, worst)?;
-        if let Some(e) = unsupported_op(backend.as_ref(), &step) {
-            return Err(e);
-        }
-        let g = &step.graph;
-        let plan = plan_allocation(g, &g.compute_order(), backend.alignment());
+        let worst = Evaluator::worst_batch(kv, n_batch);
+        let g = build(c, w, kv, worst)?.graph;
+        let plan = plan_allocation(&g, &g.compute_order(), backend.alignment());
         let arena = backend.alloc_buffer(plan.size.max(1), BufferUsage::Compute)?;
         Ok(Evaluator {
             backend,
             arena,
-            n_batch,
+            n_batch: worst.n_tokens,
         })
     }
 

@@ -85,6 +85,7 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
     let positions = g.input("inp_pos", DType::I32, &[n])?;
     let tok_embd = w.input(&mut g, "token_embd.weight")?;
     let mut inp_l = g.get_rows(tok_embd, tokens)?;
+    g.set_name(inp_l, "inp_embd")?;
     let kq_scale = 1.0 / (hd as f32).sqrt();
 
     for il in 0..c.n_layer {
@@ -106,6 +107,9 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
         let k = g.reshape(k, &[hd, n_head_kv, n])?;
         let q = g.rope(q, positions, c.rope)?;
         let k = g.rope(k, positions, c.rope)?;
+        g.set_name(q, format!("Qcur-{il}"))?;
+        g.set_name(k, format!("Kcur-{il}"))?;
+        g.set_name(v, format!("Vcur-{il}"))?;
 
         // Store this batch's K and V at n_past (V transposed); built before
         // the attention views so the copies run first.
@@ -126,6 +130,7 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
         let kq = g.mul_mat(k_all, q)?;
         let kq = g.diag_mask_inf(kq, n_past)?;
         let kq = g.soft_max(kq, None, kq_scale)?;
+        g.set_name(kq, format!("kq_soft_max-{il}"))?;
         let v_all = g.view(
             cache.v,
             &[n_kv, hd, n_head_kv],
@@ -133,12 +138,14 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
             0,
         )?;
         let kqv = g.mul_mat(v_all, kq)?;
+        g.set_name(kqv, format!("kqv-{il}"))?;
         let merged = g.permute(kqv, [0, 2, 1, 3])?;
         let merged = g.cont(merged)?;
         let merged = g.reshape(merged, &[c.n_embd_q(), n])?;
         let wo = wt(&mut g, "attn_output")?;
         let attn_out = g.mul_mat(wo, merged)?;
         let ffn_inp = g.add(attn_out, inp_sa)?;
+        g.set_name(ffn_inp, format!("ffn_inp-{il}"))?;
 
         // Feed-forward: norm, silu(gate) * up, down.
         let norm = g.rms_norm(ffn_inp, c.rms_eps)?;
@@ -153,6 +160,7 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
         let cur = g.mul(gate, up)?;
         let down = g.mul_mat(w_down, cur)?;
         inp_l = g.add(down, ffn_inp)?;
+        g.set_name(inp_l, format!("l_out-{il}"))?;
     }
 
     // Only the last position's logits are needed to sample: drop the rest

@@ -21,7 +21,10 @@ pub struct LayerCache {
 /// Each layer has a buffer of its own: layers stay within a GPU's binding
 /// limit whatever the context length, and bind groups never change.
 pub struct KvCache {
+    /// Empty for a planned cache.
     layers: Vec<BufferHandle>,
+    n_layer: usize,
+    layer_bytes: usize,
     v_offset: usize,
     dtype: DType,
     n_ctx: usize,
@@ -31,7 +34,7 @@ pub struct KvCache {
 impl std::fmt::Debug for KvCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KvCache")
-            .field("layers", &self.layers.len())
+            .field("layers", &self.n_layer)
             .field("dtype", &self.dtype)
             .field("n_ctx", &self.n_ctx)
             .field("n_embd_kv", &self.n_embd_kv)
@@ -42,6 +45,22 @@ impl std::fmt::Debug for KvCache {
 impl KvCache {
     /// Allocates the cache; `dtype` is F16 (as llama.cpp) or F32.
     pub fn new(
+        backend: &dyn Backend,
+        n_layer: usize,
+        n_ctx: usize,
+        n_embd_kv: usize,
+        dtype: DType,
+    ) -> Result<KvCache> {
+        let mut kv = KvCache::plan(backend, n_layer, n_ctx, n_embd_kv, dtype)?;
+        kv.layers = (0..n_layer)
+            .map(|_| backend.alloc_buffer(kv.layer_bytes, BufferUsage::Compute))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(kv)
+    }
+
+    /// The cache's layout without its memory: graphs built from it have
+    /// unbound cache tensors (see [`super::Weights::plan`]).
+    pub fn plan(
         backend: &dyn Backend,
         n_layer: usize,
         n_ctx: usize,
@@ -59,11 +78,10 @@ impl KvCache {
             .ok_or_else(|| Error::invalid(format!("a KV cache of {n_ctx} x {n_embd_kv}")))?;
         let align = backend.alignment().max(1);
         let v_offset = half.div_ceil(align) * align;
-        let layers = (0..n_layer)
-            .map(|_| backend.alloc_buffer(v_offset + half, BufferUsage::Compute))
-            .collect::<Result<Vec<_>>>()?;
         Ok(KvCache {
-            layers,
+            layers: Vec::new(),
+            n_layer,
+            layer_bytes: v_offset + half,
             v_offset,
             dtype,
             n_ctx,
@@ -81,17 +99,17 @@ impl KvCache {
         self.dtype
     }
 
-    /// Bytes on the backend.
+    /// Bytes on the backend (once allocated).
     pub fn bytes(&self) -> usize {
-        self.layers.iter().map(|b| b.size()).sum()
+        self.n_layer * self.layer_bytes
     }
 
-    /// Adds layer `il`'s K and V to `g`, bound to the cache's bytes.
+    /// Adds layer `il`'s K and V to `g`, bound to the cache's bytes (unbound
+    /// for a planned cache).
     pub fn layer(&self, g: &mut Graph, il: usize) -> Result<LayerCache> {
-        let buffer = self
-            .layers
-            .get(il)
-            .ok_or_else(|| Error::invalid(format!("the KV cache has no layer {il}")))?;
+        if il >= self.n_layer {
+            return Err(Error::invalid(format!("the KV cache has no layer {il}")));
+        }
         let k = g.input(
             &format!("cache_k_l{il}"),
             self.dtype,
@@ -102,12 +120,14 @@ impl KvCache {
             self.dtype,
             &[self.n_ctx, self.n_embd_kv],
         )?;
-        let at = |offset| TensorData {
-            buffer: buffer.clone(),
-            offset,
-        };
-        g.bind(k, at(0))?;
-        g.bind(v, at(self.v_offset))?;
+        if let Some(buffer) = self.layers.get(il) {
+            let at = |offset| TensorData {
+                buffer: buffer.clone(),
+                offset,
+            };
+            g.bind(k, at(0))?;
+            g.bind(v, at(self.v_offset))?;
+        }
         Ok(LayerCache { k, v })
     }
 }

@@ -122,12 +122,16 @@ fn load_parts(
             p(done, total);
         }
     };
-    let weights = Weights::load(file, backend, &mut report)?;
-    let kv = KvCache::new(backend, c.n_layer, n_ctx, c.n_embd_kv(), opts.kv_type)?;
     let n_batch = match opts.n_batch {
         0 => DEFAULT_N_BATCH,
         n => n,
     };
+    let (n_layer, n_embd_kv, kv_type) = (c.n_layer, c.n_embd_kv(), opts.kv_type);
+    let planned = Weights::plan(file, backend)?;
+    let kv_plan = KvCache::plan(backend, n_layer, n_ctx, n_embd_kv, kv_type)?;
+    Evaluator::check_support(backend, c, &planned, &kv_plan, n_batch)?;
+    let weights = planned.upload(file, backend, &mut report)?;
+    let kv = KvCache::new(backend, n_layer, n_ctx, n_embd_kv, kv_type)?;
     let eval = Evaluator::new(opened.backend.clone(), c, &weights, &kv, n_batch)?;
     Ok(Parts { weights, kv, eval })
 }

@@ -27,7 +27,9 @@ pub struct Weight {
 
 /// All tensors of a model file, resident on one backend.
 pub struct Weights {
+    /// Empty until [`Weights::upload`].
     buffers: Vec<BufferHandle>,
+    sizes: Vec<usize>,
     tensors: HashMap<String, Weight>,
     bytes: usize,
 }
@@ -35,7 +37,7 @@ pub struct Weights {
 impl std::fmt::Debug for Weights {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Weights")
-            .field("buffers", &self.buffers.len())
+            .field("buffers", &self.sizes)
             .field("tensors", &self.tensors.len())
             .field("bytes", &self.bytes)
             .finish()
@@ -47,21 +49,16 @@ fn round_up(n: usize, align: usize) -> usize {
 }
 
 impl Weights {
-    /// Uploads every tensor of `file` to `backend`, calling `progress(done,
-    /// total)` in bytes as it goes. A tensor of a type wginfer does not
-    /// compute with is an error naming it, reported before anything is
-    /// allocated.
-    pub fn load(
-        file: &GgufFile,
-        backend: &dyn Backend,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Weights> {
+    /// Places every tensor of `file` in buffers of at most the backend's
+    /// buffer size without allocating anything: graphs built from the result
+    /// have the real layouts but unbound weights (enough to ask a backend
+    /// which ops it supports). A tensor of a type wginfer does not compute
+    /// with is an error naming it.
+    pub fn plan(file: &GgufFile, backend: &dyn Backend) -> Result<Weights> {
         let align = backend.alignment().max(1);
         let cap = backend.max_buffer_size();
-        // Pack in file order: (buffer index, offset) per tensor, and buffer sizes.
         let mut sizes: Vec<usize> = Vec::new();
         let mut tensors = HashMap::new();
-        let mut order = Vec::new();
         for info in file.tensors() {
             let layout = Layout::contiguous(info.dtype()?, info.ne)?;
             if layout.span_bytes() != info.size {
@@ -97,30 +94,58 @@ impl Weights {
                 offset,
                 layout,
             };
-            tensors.insert(info.name.clone(), w.clone());
-            order.push((info, w));
+            tensors.insert(info.name.clone(), w);
         }
-        let buffers = sizes
+        Ok(Weights {
+            buffers: Vec::new(),
+            sizes,
+            tensors,
+            bytes: file.tensors().iter().map(|i| i.size).sum(),
+        })
+    }
+
+    /// Allocates the planned buffers and uploads every tensor of `file`
+    /// (the file this plan was made from) to `backend`, calling
+    /// `progress(done, total)` in bytes as it goes.
+    pub fn upload(
+        mut self,
+        file: &GgufFile,
+        backend: &dyn Backend,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Weights> {
+        self.buffers = self
+            .sizes
             .iter()
             .map(|&s| backend.alloc_buffer(s.max(1), BufferUsage::Weights))
             .collect::<Result<Vec<_>>>()?;
-        let total: usize = order.iter().map(|(i, _)| i.size).sum();
-        let mut done = 0;
+        let (total, mut done) = (self.bytes, 0);
         progress(0, total);
-        for (info, w) in order {
-            let data = file.tensor_data(info);
-            for (i, chunk) in data.chunks(UPLOAD_CHUNK).enumerate() {
-                backend.write_buffer(&buffers[w.buffer], w.offset + i * UPLOAD_CHUNK, chunk)?;
+        for info in file.tensors() {
+            let w = self.get(&info.name)?;
+            let buffer = self.buffer(w)?;
+            for (i, chunk) in file.tensor_data(info).chunks(UPLOAD_CHUNK).enumerate() {
+                backend.write_buffer(buffer, w.offset + i * UPLOAD_CHUNK, chunk)?;
                 done += chunk.len();
                 progress(done, total);
             }
         }
         backend.synchronize()?;
-        Ok(Weights {
-            buffers,
-            tensors,
-            bytes: total,
-        })
+        Ok(self)
+    }
+
+    /// [`Weights::plan`] then [`Weights::upload`].
+    pub fn load(
+        file: &GgufFile,
+        backend: &dyn Backend,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Weights> {
+        Weights::plan(file, backend)?.upload(file, backend, progress)
+    }
+
+    fn buffer(&self, w: &Weight) -> Result<&BufferHandle> {
+        self.buffers
+            .get(w.buffer)
+            .ok_or_else(|| Error::invalid("the weights are planned but not uploaded"))
     }
 
     /// The buffers holding the weights.
@@ -152,18 +177,19 @@ impl Weights {
         Ok(())
     }
 
-    /// Adds `name` to `g` as an input bound to its bytes on the backend.
+    /// Adds `name` to `g` as an input bound to its bytes on the backend
+    /// (unbound when the weights are only planned).
     pub fn input(&self, g: &mut Graph, name: &str) -> Result<TensorId> {
         let w = self.get(name)?;
         let ne = w.layout.ne;
         let id = g.input(name, w.layout.dtype, &ne)?;
-        g.bind(
-            id,
-            TensorData {
-                buffer: self.buffers[w.buffer].clone(),
+        if let Some(buffer) = self.buffers.get(w.buffer) {
+            let data = TensorData {
+                buffer: buffer.clone(),
                 offset: w.offset,
-            },
-        )?;
+            };
+            g.bind(id, data)?;
+        }
         Ok(id)
     }
 }
