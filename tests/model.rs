@@ -185,6 +185,32 @@ fn greedy_matches_llama_cpp() {
     }
 }
 
+/// The same check on wgpu, once its kernels run every op of the graph; until
+/// then (or without an adapter) loading fails fast, before any upload, and
+/// the test only notes why.
+#[test]
+fn greedy_matches_llama_cpp_on_wgpu() {
+    if !inputs_present() {
+        return;
+    }
+    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let opts = LoadOptions {
+        backend: BackendChoice::Wgpu,
+        n_ctx: N_CTX,
+        ..LoadOptions::default()
+    };
+    let mut m = match Model::load(path, &opts) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("note: greedy check on wgpu skipped: {e}");
+            return;
+        }
+    };
+    for line in check_greedy(&mut m) {
+        eprintln!("wgpu {line}");
+    }
+}
+
 #[test]
 fn teacher_forced_argmax_agrees() {
     let Some(mut m) = model() else { return };
