@@ -358,3 +358,30 @@ fn seeded_sampling_repeats() {
     assert!(!text.is_empty());
     assert!(t.prompt_tokens > 0 && t.prompt_tok_s() > 0.0);
 }
+
+#[test]
+fn f32_kv_cache_agrees_with_f16() {
+    let Some(mut m) = model() else { return };
+    let ids = m
+        .tokenize("The Industrial Revolution began in")
+        .expect("ids");
+    let f16 = m.eval(&ids, 0, false).expect("f16 cache");
+    drop(m);
+    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let opts = LoadOptions {
+        backend: BackendChoice::Cpu,
+        n_ctx: 64,
+        kv_type: wginfer::DType::F32,
+        ..LoadOptions::default()
+    };
+    let mut m32 = Model::load(path, &opts).expect("load with an f32 cache");
+    let f32 = m32.eval(&ids, 0, false).expect("f32 cache");
+    let diff = f16
+        .iter()
+        .zip(&f32)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    eprintln!("f16 vs f32 cache: max |logit diff| {diff}");
+    assert!(diff < 0.5, "{diff}");
+    assert_eq!(argmax(&f16), argmax(&f32));
+}

@@ -193,3 +193,54 @@ impl Weights {
         Ok(id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+    use crate::gguf::GgufWriter;
+    use crate::DType;
+
+    fn write(name: &str, w: &mut GgufWriter) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("wginfer-{}-{name}.gguf", std::process::id()));
+        w.write_file(&path).unwrap();
+        path
+    }
+
+    #[test]
+    fn uploads_aligned_and_names_unsupported_tensors() {
+        let cpu = CpuBackend::with_threads(1);
+        let a: Vec<u8> = (0..3 * 4).map(|i| i as u8).collect();
+        let b: Vec<u8> = (0..5 * 2).map(|i| 100 + i as u8).collect();
+        let mut w = GgufWriter::new();
+        w.add_tensor("a", DType::F32, &[3], a.clone()).unwrap();
+        w.add_tensor("b", DType::F16, &[5], b.clone()).unwrap();
+        let path = write("ok", &mut w);
+        let file = GgufFile::open(&path).unwrap();
+        let mut seen = Vec::new();
+        let weights = Weights::load(&file, &cpu, &mut |d, t| seen.push((d, t))).unwrap();
+        assert_eq!(seen.first(), Some(&(0, 22)));
+        assert_eq!(seen.last(), Some(&(22, 22)));
+        let wb = weights.get("b").unwrap();
+        assert_eq!(wb.offset % cpu.alignment(), 0);
+        let mut out = vec![0u8; b.len()];
+        cpu.read_buffer(&weights.buffers()[wb.buffer], wb.offset, &mut out)
+            .unwrap();
+        assert_eq!(out, b);
+        assert!(weights.expect_shape("a", &[3]).is_ok());
+        assert!(weights.expect_shape("a", &[4]).is_err());
+        assert!(weights.get("c").is_err());
+        drop(file);
+        let _ = std::fs::remove_file(path);
+
+        let mut w = GgufWriter::new();
+        w.add_tensor_raw("blk.0.odd", 13, &[256], vec![0u8; 176])
+            .unwrap(); // q5_K
+        let path = write("bad", &mut w);
+        let file = GgufFile::open(&path).unwrap();
+        let e = Weights::plan(&file, &cpu).unwrap_err().to_string();
+        assert!(e.contains("tensor 'blk.0.odd' has type q5_K"), "{e}");
+        drop(file);
+        let _ = std::fs::remove_file(path);
+    }
+}
