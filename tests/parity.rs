@@ -86,6 +86,9 @@ parity_tests! {
     cpy => "cpy",
     cont => "cont",
     norm => "norm",
+    soft_max => "soft_max",
+    rope => "rope",
+    get_rows => "get_rows",
     rms_norm => "rms_norm",
 }
 

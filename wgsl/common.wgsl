@@ -41,3 +41,14 @@ fn n_elements(t: TensorP) -> u32 {
 fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + nwg.x * (wid.y + nwg.y * wid.z);
 }
+
+// Number of rows of `t` (all dimensions but the first).
+fn n_rows(t: TensorP) -> u32 {
+    return t.ne.y * t.ne.z * t.ne.w;
+}
+
+// Index of the first element of row `row` of `t`.
+fn row_start(row: u32, t: TensorP) -> vec4<u32> {
+    let r = unravel(row, vec4<u32>(t.ne.y, t.ne.z, t.ne.w, 1u));
+    return vec4<u32>(0u, r.x, r.y, r.z);
+}

@@ -5,12 +5,10 @@
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
     let row = group_index(ids.wid, ids.nwg);
-    let n_rows = p.a.ne.y * p.a.ne.z * p.a.ne.w;
-    if (row >= n_rows) {
+    if (row >= n_rows(p.a)) {
         return;
     }
-    let r = unravel(row, vec4<u32>(p.a.ne.y, p.a.ne.z, p.a.ne.w, 1u));
-    let base = vec4<u32>(0u, r.x, r.y, r.z);
+    let base = row_start(row, p.a);
     let n = p.a.ne.x;
 
     var mean = 0.0;

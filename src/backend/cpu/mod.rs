@@ -9,6 +9,8 @@ mod src;
 
 pub use src::Src;
 
+pub(crate) use ops::{yarn_corr_dims, yarn_mscale};
+
 use std::any::Any;
 use std::sync::{Arc, RwLock};
 

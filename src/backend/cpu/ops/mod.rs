@@ -7,6 +7,9 @@ mod norm;
 mod rope;
 mod softmax;
 
+// The wgpu rope computes its YaRN constants on the host with the same code.
+pub(crate) use rope::{yarn_corr_dims, yarn_mscale};
+
 use super::Src;
 use crate::graph::{Node, Op};
 use crate::{Error, Result};

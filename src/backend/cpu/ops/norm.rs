@@ -1,21 +1,20 @@
 //! norm and rms_norm over rows; sums in f64 like ggml's reference.
 
+use super::super::src::for_each_row;
 use super::Src;
 use crate::Result;
 
 fn each_row(a: Src, mut f: impl FnMut(&[f32], &mut Vec<f32>)) -> Result<Vec<f32>> {
-    let [n0, n1, n2, n3] = a.ne();
     let mut out = Vec::with_capacity(a.layout.n_elements());
-    let mut row = vec![0.0f32; n0];
-    for i3 in 0..n3 {
-        for i2 in 0..n2 {
-            for i1 in 0..n1 {
-                a.row_f32(i1, i2, i3, &mut row)?;
-                f(&row, &mut out);
-            }
+    let mut row = vec![0.0f32; a.ne()[0]];
+    let mut status = Ok(());
+    for_each_row(a.ne(), |[_, i1, i2, i3]| {
+        if status.is_ok() {
+            status = a.row_f32(i1, i2, i3, &mut row);
+            f(&row, &mut out);
         }
-    }
-    Ok(out)
+    });
+    status.map(|_| out)
 }
 
 /// `(x - mean) / sqrt(variance + eps)` per row.

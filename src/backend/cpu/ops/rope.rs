@@ -18,17 +18,26 @@ pub fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
     [start.max(0.0), end.min(p.n_dims as f32 - 1.0)]
 }
 
+/// YaRN's magnitude scale of the rotated values.
+pub fn yarn_mscale(p: &RopeParams) -> f32 {
+    if p.ext_factor != 0.0 {
+        p.attn_factor * (1.0 + 0.1 * (1.0 / p.freq_scale).ln())
+    } else {
+        p.attn_factor
+    }
+}
+
 /// cos and sin of the rotation for the pair starting at even index `i0`,
 /// for angle `theta_extrap` (position times the pair's base frequency).
 pub fn yarn_cos_sin(p: &RopeParams, corr: [f32; 2], theta_extrap: f32, i0: usize) -> (f32, f32) {
     let theta_interp = p.freq_scale * theta_extrap;
-    let (mut theta, mut mscale) = (theta_interp, p.attn_factor);
+    let mut theta = theta_interp;
     if p.ext_factor != 0.0 {
         let y = ((i0 / 2) as f32 - corr[0]) / (corr[1] - corr[0]).max(0.001);
         let ramp_mix = (1.0 - y.clamp(0.0, 1.0)) * p.ext_factor;
         theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
-        mscale *= 1.0 + 0.1 * (1.0 / p.freq_scale).ln();
     }
+    let mscale = yarn_mscale(p);
     (theta.cos() * mscale, theta.sin() * mscale)
 }
 

@@ -1,14 +1,50 @@
-//! get_rows (not ported yet: declined, so the scheduler keeps it on the CPU).
+//! get_rows: gathers rows of an f32, f16 or quantized table by i32 index,
+//! as f32. One kernel body; the table type only picks the block decoder
+//! from `wgsl/dequant.wgsl`. Out-of-range indices give zero rows.
 
-use super::Ctx;
+use super::{key, Ctx};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, TensorId};
-use crate::Result;
+use crate::{DType, Result};
 
-pub fn supports(_graph: &Graph, _id: TensorId) -> bool {
-    false
+const BODY: &[&str] = &[
+    include_str!("../../../../wgsl/dequant.wgsl"),
+    include_str!("../../../../wgsl/get_rows.wgsl"),
+];
+
+/// `dequant(block_byte, j)` for a table of `t`.
+fn defs(t: DType) -> Option<&'static str> {
+    Some(match t {
+        DType::F32 | DType::F16 => "fn dequant(b: u32, j: u32) -> f32 { return load_a(b); }\n",
+        DType::Q4_0 => "fn dequant(b: u32, j: u32) -> f32 { return q4_0_value(b, j); }\n",
+        DType::Q4_1 => "fn dequant(b: u32, j: u32) -> f32 { return q4_1_value(b, j); }\n",
+        DType::Q8_0 => "fn dequant(b: u32, j: u32) -> f32 { return q8_0_value(b, j); }\n",
+        DType::Q6K => "fn dequant(b: u32, j: u32) -> f32 { return q6_k_value(b, j); }\n",
+        DType::I32 => return None,
+    })
+}
+
+pub fn supports(graph: &Graph, id: TensorId) -> bool {
+    let node = graph.node(id);
+    defs(graph.layout(node.src[0]).dtype).is_some()
+        && graph.layout(node.src[1]).dtype == DType::I32
+        && node.layout.dtype == DType::F32
+        && u32::try_from(node.layout.n_elements()).is_ok()
 }
 
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    Err(ctx.dev.error("get_rows is not ported yet"))
+    let srcs = [ctx.src(0), ctx.src(1)];
+    let table = ctx.graph.layout(srcs[0]).dtype;
+    let defs =
+        defs(table).ok_or_else(|| ctx.dev.error(format!("get_rows from a {table} table")))?;
+    let (bindings, mut params) = ctx.bind_all(&srcs)?;
+    params.x = [table.block_elems() as u32, 0, 0, 0];
+    let wg = ctx.workgroup(256);
+    let n = ctx.graph.layout(ctx.id).n_elements() as u32;
+    Ok(vec![Dispatch {
+        key: key(ctx, "get_rows", &srcs, BODY, defs, false, wg),
+        bindings,
+        params,
+        workgroups: ctx.grid(n.div_ceil(wg)),
+    }])
 }

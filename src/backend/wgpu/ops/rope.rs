@@ -1,14 +1,60 @@
-//! rope (not ported yet: declined, so the scheduler keeps it on the CPU).
+//! rope, normal and neox pairing, with YaRN: one invocation per rotated pair
+//! (plus one per value past n_dims). The YaRN corr dims and magnitude scale
+//! are computed here with the reference's own code, so the kernel only
+//! evaluates per-pair angles.
 
-use super::Ctx;
+use super::{key, Ctx};
+use crate::backend::cpu::{yarn_corr_dims, yarn_mscale};
 use crate::backend::wgpu::plan::Dispatch;
-use crate::graph::{Graph, TensorId};
-use crate::Result;
+use crate::graph::{Graph, Op, RopeMode, RopeParams, TensorId};
+use crate::{DType, Result};
 
-pub fn supports(_graph: &Graph, _id: TensorId) -> bool {
-    false
+const BODY: &[&str] = &[include_str!("../../../../wgsl/rope.wgsl")];
+
+pub fn supports(graph: &Graph, id: TensorId) -> bool {
+    let node = graph.node(id);
+    let t = graph.layout(node.src[0]).dtype;
+    matches!(t, DType::F32 | DType::F16)
+        && node.layout.dtype == t
+        && u32::try_from(graph.layout(node.src[0]).n_elements()).is_ok()
+}
+
+/// The op words: `x` = n_dims, neox, freq_base, freq_scale; `y` = ext_factor,
+/// magnitude scale, corr dims.
+fn words(p: &RopeParams) -> Option<([u32; 4], [u32; 4])> {
+    let corr = yarn_corr_dims(p);
+    let mscale = yarn_mscale(p);
+    let x = [
+        u32::try_from(p.n_dims).ok()?,
+        (p.mode == RopeMode::Neox) as u32,
+        p.freq_base.to_bits(),
+        p.freq_scale.to_bits(),
+    ];
+    let y = [
+        p.ext_factor.to_bits(),
+        mscale.to_bits(),
+        corr[0].to_bits(),
+        corr[1].to_bits(),
+    ];
+    Some((x, y))
 }
 
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    Err(ctx.dev.error("rope is not ported yet"))
+    let Op::Rope(rope) = ctx.op() else {
+        return Err(ctx.dev.error("rope encoder got another op"));
+    };
+    let srcs = [ctx.src(0), ctx.src(1)];
+    let (bindings, mut params) = ctx.bind_all(&srcs)?;
+    (params.x, params.y) =
+        words(&rope).ok_or_else(|| ctx.dev.error(format!("rope n_dims {}", rope.n_dims)))?;
+    let layout = ctx.graph.layout(srcs[0]);
+    let items = (layout.ne[0] - rope.n_dims / 2) * layout.n_rows();
+    let items = u32::try_from(items).map_err(|_| ctx.dev.error("rope is too large"))?;
+    let wg = ctx.workgroup(256);
+    Ok(vec![Dispatch {
+        key: key(ctx, "rope", &srcs, BODY, "", false, wg),
+        bindings,
+        params,
+        workgroups: ctx.grid(items.div_ceil(wg)),
+    }])
 }

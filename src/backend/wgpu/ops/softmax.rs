@@ -1,14 +1,44 @@
-//! softmax (not ported yet: declined, so the scheduler keeps it on the CPU).
+//! soft_max with scale and an optional mask broadcast over dims 2 and 3: one
+//! workgroup per row, a max and a sum reduction. The mask is a second source
+//! when present, so the kernel comes in a one-source and a two-source form.
 
-use super::Ctx;
+use super::{key, Ctx};
 use crate::backend::wgpu::plan::Dispatch;
-use crate::graph::{Graph, TensorId};
-use crate::Result;
+use crate::graph::{Graph, Op, TensorId};
+use crate::{DType, Result};
 
-pub fn supports(_graph: &Graph, _id: TensorId) -> bool {
-    false
+const BODY: &[&str] = &[include_str!("../../../../wgsl/softmax.wgsl")];
+
+const NO_MASK: &str = "fn mask_at(i: vec4<u32>) -> f32 { return 0.0; }\n";
+// Mask rows past the logits' ne1 are ignored; dims 2 and 3 repeat by modulo.
+const MASK: &str = "fn mask_at(i: vec4<u32>) -> f32 {\n\
+    \x20   return load_b(addr(p.b, vec4<u32>(i.x, i.y, i.z % p.b.ne.z, i.w % p.b.ne.w)));\n}\n";
+
+pub fn supports(graph: &Graph, id: TensorId) -> bool {
+    let node = graph.node(id);
+    let float = |t: TensorId| matches!(graph.layout(t).dtype, DType::F32 | DType::F16);
+    graph.layout(node.src[0]).dtype == DType::F32
+        && node.layout.dtype == DType::F32
+        && node.src[1..].iter().all(|&m| float(m))
 }
 
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    Err(ctx.dev.error("softmax is not ported yet"))
+    let Op::SoftMax { scale } = ctx.op() else {
+        return Err(ctx.dev.error("soft_max encoder got another op"));
+    };
+    let node = ctx.graph.node(ctx.id);
+    let (srcs, defs) = match node.src.get(1) {
+        Some(&mask) => (vec![node.src[0], mask], MASK),
+        None => (vec![node.src[0]], NO_MASK),
+    };
+    let (bindings, mut params) = ctx.bind_all(&srcs)?;
+    params.x = [scale.to_bits(), 0, 0, 0];
+    let wg = ctx.workgroup(256);
+    let rows = ctx.graph.layout(srcs[0]).n_rows() as u32;
+    Ok(vec![Dispatch {
+        key: key(ctx, "soft_max", &srcs, BODY, defs, true, wg),
+        bindings,
+        params,
+        workgroups: ctx.grid(rows),
+    }])
 }
