@@ -2,7 +2,7 @@
 //! stderr, and JSON output without a serializer dependency.
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,12 +12,14 @@ use wginfer::model::{BackendChoice, LoadOptions, Model};
 /// The model every example defaults to.
 pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-/// A one-line progress bar on stderr, redrawn when the percentage changes.
+/// A one-line progress bar on stderr, redrawn when the percentage changes;
+/// when stderr is not a terminal, one line once loading is done.
 pub fn progress_bar(label: &'static str) -> wginfer::model::Progress {
     let last = Arc::new(AtomicUsize::new(usize::MAX));
+    let tty = std::io::stderr().is_terminal();
     Arc::new(move |done: usize, total: usize| {
         let pct = (done * 100).checked_div(total).unwrap_or(100);
-        if last.swap(pct, Ordering::Relaxed) == pct {
+        if last.swap(pct, Ordering::Relaxed) == pct || (!tty && done < total) {
             return;
         }
         let filled = pct * 30 / 100;

@@ -246,6 +246,8 @@ impl Model {
     /// Evaluates `tokens` at positions `n_past..` of the context, writing
     /// their keys and values into the cache, and returns logits: `n_vocab`
     /// per position with `all_logits`, else those of the last token.
+    /// Positions `0..n_past` must hold this sequence's earlier tokens (from
+    /// earlier calls); the batch attends to them.
     pub fn eval(&mut self, tokens: &[u32], n_past: usize, all_logits: bool) -> Result<Vec<f32>> {
         self.eval.eval(
             &self.config,
