@@ -2,7 +2,8 @@
 //!
 //! The crate is a port of llama.cpp's Kompute (Vulkan) backend: a ggml-style
 //! tensor [`graph`], a [`backend`] trait with a CPU reference implementation,
-//! ggml's block-[`quant`] formats and [`gguf`] model files.
+//! ggml's block-[`quant`] formats, [`gguf`] model files, a [`tokenizer`] and
+//! llama-family text generation ([`model`]).
 #![warn(missing_docs)]
 
 pub mod backend;
@@ -10,9 +11,11 @@ pub mod dtype;
 pub mod error;
 pub mod gguf;
 pub mod graph;
+pub mod model;
 pub mod parity;
 pub mod quant;
 pub mod tensor;
+pub mod tokenizer;
 
 pub use dtype::DType;
 pub use error::{Error, Result};

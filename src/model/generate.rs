@@ -1,0 +1,293 @@
+//! Text generation: the prompt in batches, then one token per step, streamed
+//! as decoded text pieces, with llama.cpp-style timings.
+
+use std::time::Instant;
+
+use super::chat::apply_chat;
+use super::config::LlamaConfig;
+use super::eval::Evaluator;
+use super::kv_cache::KvCache;
+use super::load::Model;
+use super::sampler::{Sampler, SamplerOptions};
+use super::weights::Weights;
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::{Error, Result};
+
+/// How to generate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GenerateOptions {
+    /// Most tokens to generate (`usize::MAX`: until end of generation or of the context).
+    pub n_predict: usize,
+    /// Temperature; `<= 0` is greedy.
+    pub temp: f32,
+    /// Top-k (0: off).
+    pub top_k: usize,
+    /// Top-p (1: off).
+    pub top_p: f32,
+    /// Seed of the sampler.
+    pub seed: u64,
+    /// Wrap the prompt in the model's chat format as one user turn (ChatML).
+    pub chat: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        let s = SamplerOptions::default();
+        GenerateOptions {
+            n_predict: 128,
+            temp: s.temp,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            seed: s.seed,
+            chat: false,
+        }
+    }
+}
+
+impl GenerateOptions {
+    /// The sampler part of the options.
+    pub fn sampler(&self) -> SamplerOptions {
+        SamplerOptions {
+            temp: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            seed: self.seed,
+        }
+    }
+}
+
+/// Where time went, as llama.cpp's `llama_perf` reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    /// Loading the model (file, weights, context).
+    pub load_ms: f64,
+    /// Evaluating the prompt and sampling the first token.
+    pub prompt_ms: f64,
+    /// Prompt tokens evaluated.
+    pub prompt_tokens: usize,
+    /// Single-token evaluations and sampling after the prompt.
+    pub decode_ms: f64,
+    /// Single-token evaluations.
+    pub decode_tokens: usize,
+}
+
+fn per_second(n: usize, ms: f64) -> f64 {
+    if ms > 0.0 {
+        n as f64 * 1e3 / ms
+    } else {
+        0.0
+    }
+}
+
+impl Timings {
+    /// Prompt tokens per second.
+    pub fn prompt_tok_s(&self) -> f64 {
+        per_second(self.prompt_tokens, self.prompt_ms)
+    }
+
+    /// Generated tokens per second after the first.
+    pub fn decode_tok_s(&self) -> f64 {
+        per_second(self.decode_tokens, self.decode_ms)
+    }
+}
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced this end-of-generation token (not yielded).
+    EndOfGeneration(u32),
+    /// `n_predict` tokens were generated.
+    MaxTokens,
+    /// The context is full.
+    ContextFull,
+    /// An evaluation failed (the error was yielded).
+    Error,
+}
+
+/// One step of a [`Generation`]: a token and the text it completed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The generated token; `None` for the final flush of held-back bytes.
+    pub token: Option<u32>,
+    /// Text completed by this token (empty while a UTF-8 character is split).
+    pub text: String,
+}
+
+/// A running generation: an iterator of [`Piece`]s; each `next` after the
+/// first evaluates one token. The prompt was evaluated by [`Model::generate`].
+pub struct Generation<'a> {
+    config: &'a LlamaConfig,
+    weights: &'a Weights,
+    kv: &'a KvCache,
+    eval: &'a mut Evaluator,
+    tokenizer: &'a Tokenizer,
+    decoder: StreamDecoder<'a>,
+    sampler: Sampler,
+    n_predict: usize,
+    prompt: Vec<u32>,
+    tokens: Vec<u32>,
+    n_past: usize,
+    /// Sampled, not yet yielded.
+    pending: Option<u32>,
+    /// Yielded, not yet in the cache.
+    to_eval: Option<u32>,
+    stop: Option<StopReason>,
+    flushed: bool,
+    timings: Timings,
+}
+
+impl Model {
+    /// Tokenizes `prompt` (with `opts.chat`, as one ChatML user turn) and
+    /// starts generating from it; see [`Model::generate_tokens`].
+    pub fn generate(&mut self, prompt: &str, opts: &GenerateOptions) -> Result<Generation<'_>> {
+        let text = if opts.chat {
+            apply_chat(&self.tokenizer, prompt)?
+        } else {
+            prompt.to_string()
+        };
+        let tokens = self.tokenize(&text)?;
+        self.generate_tokens(tokens, opts)
+    }
+
+    /// Evaluates `prompt` from the start of the context (earlier sequences
+    /// are forgotten), samples the first token and returns the generation.
+    /// A prompt that is empty or longer than the context is an error before
+    /// anything is computed.
+    pub fn generate_tokens(
+        &mut self,
+        prompt: Vec<u32>,
+        opts: &GenerateOptions,
+    ) -> Result<Generation<'_>> {
+        let n_ctx = self.kv.n_ctx();
+        if prompt.is_empty() {
+            return Err(Error::invalid("the prompt has no tokens"));
+        }
+        if prompt.len() > n_ctx {
+            return Err(Error::invalid(format!(
+                "the prompt has {} tokens, more than the {n_ctx}-token context",
+                prompt.len()
+            )));
+        }
+        let mut sampler = Sampler::new(opts.sampler())?;
+        let start = Instant::now();
+        let logits = self
+            .eval
+            .eval(&self.config, &self.weights, &self.kv, &prompt, 0, false)?;
+        let first = sampler.sample(&logits)?;
+        let timings = Timings {
+            load_ms: self.load_ms(),
+            prompt_ms: start.elapsed().as_secs_f64() * 1e3,
+            prompt_tokens: prompt.len(),
+            ..Timings::default()
+        };
+        Ok(Generation {
+            config: &self.config,
+            weights: &self.weights,
+            kv: &self.kv,
+            eval: &mut self.eval,
+            tokenizer: &self.tokenizer,
+            decoder: self.tokenizer.stream_decoder(),
+            sampler,
+            n_predict: opts.n_predict,
+            n_past: prompt.len(),
+            prompt,
+            tokens: Vec::new(),
+            pending: Some(first),
+            to_eval: None,
+            stop: None,
+            flushed: false,
+            timings,
+        })
+    }
+}
+
+impl Generation<'_> {
+    /// The prompt's tokens.
+    pub fn prompt_tokens(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    /// The tokens generated so far (without the end-of-generation token).
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Timings so far.
+    pub fn timings(&self) -> Timings {
+        self.timings
+    }
+
+    /// Why generation ended, once it has.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.stop
+    }
+
+    /// Puts the last yielded token into the cache and samples the next.
+    fn advance(&mut self, token: u32) -> Result<()> {
+        if self.tokens.len() >= self.n_predict {
+            self.stop = Some(StopReason::MaxTokens);
+            return Ok(());
+        }
+        if self.n_past >= self.kv.n_ctx() {
+            self.stop = Some(StopReason::ContextFull);
+            return Ok(());
+        }
+        let start = Instant::now();
+        let logits = self.eval.eval(
+            self.config,
+            self.weights,
+            self.kv,
+            &[token],
+            self.n_past,
+            false,
+        )?;
+        self.n_past += 1;
+        self.pending = Some(self.sampler.sample(&logits)?);
+        self.timings.decode_ms += start.elapsed().as_secs_f64() * 1e3;
+        self.timings.decode_tokens += 1;
+        Ok(())
+    }
+}
+
+impl Iterator for Generation<'_> {
+    type Item = Result<Piece>;
+
+    fn next(&mut self) -> Option<Result<Piece>> {
+        if self.stop.is_none() {
+            if let Some(t) = self.to_eval.take() {
+                if let Err(e) = self.advance(t) {
+                    self.stop = Some(StopReason::Error);
+                    return Some(Err(e));
+                }
+            }
+        }
+        if self.stop.is_none() {
+            match self.pending.take() {
+                Some(t) if self.tokenizer.is_eog(t) => {
+                    self.stop = Some(StopReason::EndOfGeneration(t))
+                }
+                Some(_) if self.tokens.len() >= self.n_predict => {
+                    self.stop = Some(StopReason::MaxTokens)
+                }
+                Some(t) => {
+                    self.tokens.push(t);
+                    self.to_eval = Some(t);
+                    let text = self.decoder.push(t);
+                    return Some(Ok(Piece {
+                        token: Some(t),
+                        text,
+                    }));
+                }
+                None => self.stop = Some(StopReason::Error),
+            }
+        }
+        if !self.flushed && self.stop != Some(StopReason::Error) {
+            self.flushed = true;
+            let text = self.decoder.finish();
+            if !text.is_empty() {
+                return Some(Ok(Piece { token: None, text }));
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,261 @@
+//! [`Model`]: a GGUF llama model loaded onto a backend with its context
+//! (KV cache and compute arena), ready to evaluate tokens.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::backend::{open_cpu, open_custom, open_wgpu, BackendChoice, BackendInfo, Opened};
+use super::config::LlamaConfig;
+use super::eval::Evaluator;
+use super::graph::expected_weights;
+use super::kv_cache::KvCache;
+use super::weights::Weights;
+use crate::gguf::GgufFile;
+use crate::tokenizer::Tokenizer;
+use crate::{DType, Error, Result};
+
+/// Context length when [`LoadOptions::n_ctx`] is 0 (capped at the model's).
+pub const DEFAULT_N_CTX: usize = 2048;
+/// Tokens per graph when [`LoadOptions::n_batch`] is 0.
+pub const DEFAULT_N_BATCH: usize = 512;
+
+/// Called with `(bytes uploaded, bytes in all)` while weights load.
+pub type Progress = Arc<dyn Fn(usize, usize) + Send + Sync>;
+
+/// How to load a model.
+#[derive(Clone)]
+pub struct LoadOptions {
+    /// Where to run.
+    pub backend: BackendChoice,
+    /// Context length in tokens; 0 is [`DEFAULT_N_CTX`] or the model's own
+    /// when that is smaller. More than the model's is an error.
+    pub n_ctx: usize,
+    /// Most tokens evaluated in one graph (longer prompts go in pieces); 0 is
+    /// [`DEFAULT_N_BATCH`].
+    pub n_batch: usize,
+    /// Type of the KV cache: F16 (llama.cpp's default) or F32.
+    pub kv_type: DType,
+    /// Weight-upload progress.
+    pub progress: Option<Progress>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            backend: BackendChoice::Auto,
+            n_ctx: 0,
+            n_batch: 0,
+            kv_type: DType::F16,
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for LoadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadOptions")
+            .field("backend", &self.backend)
+            .field("n_ctx", &self.n_ctx)
+            .field("n_batch", &self.n_batch)
+            .field("kv_type", &self.kv_type)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// A llama-family model on a backend, with one sequence's context.
+pub struct Model {
+    pub(super) config: LlamaConfig,
+    pub(super) tokenizer: Tokenizer,
+    pub(super) weights: Weights,
+    pub(super) kv: KvCache,
+    pub(super) eval: Evaluator,
+    info: BackendInfo,
+    load_ms: f64,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("config", &self.config)
+            .field("backend", &self.info)
+            .field("weights", &self.weights)
+            .field("kv", &self.kv)
+            .field("eval", &self.eval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks every weight the graph reads before anything is uploaded.
+fn check_weights(file: &GgufFile, c: &LlamaConfig) -> Result<()> {
+    for (name, ne) in expected_weights(c) {
+        let info = file.require_tensor(&name)?;
+        let want = crate::graph::shape4(&ne)?;
+        if info.ne != want {
+            return Err(Error::shape(format!(
+                "tensor '{name}' has shape {:?}; the hyperparameters need {want:?}",
+                info.shape()
+            )));
+        }
+        info.dtype()?;
+    }
+    Ok(())
+}
+
+struct Parts {
+    weights: Weights,
+    kv: KvCache,
+    eval: Evaluator,
+}
+
+fn load_parts(
+    file: &GgufFile,
+    c: &LlamaConfig,
+    opened: &Opened,
+    n_ctx: usize,
+    opts: &LoadOptions,
+) -> Result<Parts> {
+    let backend = opened.backend.as_ref();
+    let mut report = |done: usize, total: usize| {
+        if let Some(p) = &opts.progress {
+            p(done, total);
+        }
+    };
+    let n_batch = match opts.n_batch {
+        0 => DEFAULT_N_BATCH,
+        n => n,
+    };
+    let (n_layer, n_embd_kv, kv_type) = (c.n_layer, c.n_embd_kv(), opts.kv_type);
+    let planned = Weights::plan(file, backend)?;
+    let kv_plan = KvCache::plan(backend, n_layer, n_ctx, n_embd_kv, kv_type)?;
+    Evaluator::check_support(backend, c, &planned, &kv_plan, n_batch)?;
+    let weights = planned.upload(file, backend, &mut report)?;
+    let kv = KvCache::new(backend, n_layer, n_ctx, n_embd_kv, kv_type)?;
+    let eval = Evaluator::new(opened.backend.clone(), c, &weights, &kv, n_batch)?;
+    Ok(Parts { weights, kv, eval })
+}
+
+impl Model {
+    /// Opens a GGUF file, reads its hyperparameters and tokenizer, uploads
+    /// its weights and allocates the context. Errors name the missing key,
+    /// the tensor of an unsupported type or shape, or the op a backend lacks.
+    pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Model> {
+        let start = Instant::now();
+        let file = GgufFile::open(path)?;
+        let config = LlamaConfig::from_gguf(&file)?;
+        let tokenizer = Tokenizer::from_gguf(&file)?;
+        check_weights(&file, &config)?;
+        let n_ctx = match opts.n_ctx {
+            0 => DEFAULT_N_CTX.min(config.n_ctx_train),
+            n if n > config.n_ctx_train => {
+                return Err(Error::invalid(format!(
+                    "a context of {n} tokens exceeds the model's {}",
+                    config.n_ctx_train
+                )))
+            }
+            n => n,
+        };
+        let (opened, parts) = match &opts.backend {
+            BackendChoice::Cpu => {
+                let o = open_cpu(None);
+                let p = load_parts(&file, &config, &o, n_ctx, opts)?;
+                (o, p)
+            }
+            BackendChoice::Wgpu => {
+                let o = open_wgpu()?;
+                let p = load_parts(&file, &config, &o, n_ctx, opts)?;
+                (o, p)
+            }
+            BackendChoice::Custom(b) => {
+                let o = open_custom(b);
+                let p = load_parts(&file, &config, &o, n_ctx, opts)?;
+                (o, p)
+            }
+            BackendChoice::Auto => {
+                let tried = open_wgpu().and_then(|o| {
+                    let p = load_parts(&file, &config, &o, n_ctx, opts)?;
+                    Ok((o, p))
+                });
+                match tried {
+                    Ok(done) => done,
+                    Err(e) => {
+                        let o = open_cpu(Some(format!("wgpu not used ({e}); running on the CPU")));
+                        let p = load_parts(&file, &config, &o, n_ctx, opts)?;
+                        (o, p)
+                    }
+                }
+            }
+        };
+        Ok(Model {
+            config,
+            tokenizer,
+            weights: parts.weights,
+            kv: parts.kv,
+            eval: parts.eval,
+            info: opened.info,
+            load_ms: start.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// The hyperparameters.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The backend in use, its adapter and why `auto` fell back, if it did.
+    pub fn backend_info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    /// Context length in tokens.
+    pub fn n_ctx(&self) -> usize {
+        self.kv.n_ctx()
+    }
+
+    /// Most tokens per graph.
+    pub fn n_batch(&self) -> usize {
+        self.eval.n_batch()
+    }
+
+    /// Milliseconds [`Model::load`] took.
+    pub fn load_ms(&self) -> f64 {
+        self.load_ms
+    }
+
+    /// Bytes on the backend: weights, KV cache and compute arena.
+    pub fn backend_bytes(&self) -> (usize, usize, usize) {
+        (
+            self.weights.bytes(),
+            self.kv.bytes(),
+            self.eval.arena_bytes(),
+        )
+    }
+
+    /// Tokenizes a prompt as llama.cpp does: special tokens parsed, BOS only
+    /// when the model asks for it (`tokenizer.ggml.add_bos_token`).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
+        self.tokenizer.encode_opts(text, true, true)
+    }
+
+    /// Evaluates `tokens` at positions `n_past..` of the context, writing
+    /// their keys and values into the cache, and returns logits: `n_vocab`
+    /// per position with `all_logits`, else those of the last token.
+    /// Positions `0..n_past` must hold this sequence's earlier tokens (from
+    /// earlier calls); the batch attends to them.
+    pub fn eval(&mut self, tokens: &[u32], n_past: usize, all_logits: bool) -> Result<Vec<f32>> {
+        self.eval.eval(
+            &self.config,
+            &self.weights,
+            &self.kv,
+            tokens,
+            n_past,
+            all_logits,
+        )
+    }
+}

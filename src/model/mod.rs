@@ -1,0 +1,61 @@
+//! Llama-family text generation: hyperparameters from GGUF metadata,
+//! weights and a KV cache on a backend, llama.cpp's llama graph per batch,
+//! sampling and streamed decoding.
+//!
+//! ```no_run
+//! use std::io::Write;
+//! use wginfer::model::{BackendChoice, GenerateOptions, LoadOptions, Model};
+//!
+//! # fn main() -> wginfer::Result<()> {
+//! let mut model = Model::load(
+//!     "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+//!     &LoadOptions {
+//!         backend: BackendChoice::Cpu,
+//!         n_ctx: 1024,
+//!         ..LoadOptions::default()
+//!     },
+//! )?;
+//! let opts = GenerateOptions {
+//!     n_predict: 32,
+//!     temp: 0.0, // greedy
+//!     chat: true,
+//!     ..GenerateOptions::default()
+//! };
+//! let mut gen = model.generate("What is the capital of France?", &opts)?;
+//! for piece in &mut gen {
+//!     print!("{}", piece?.text);
+//!     std::io::stdout().flush()?;
+//! }
+//! let t = gen.timings();
+//! eprintln!(
+//!     "\nprompt {:.1} tok/s, decode {:.1} tok/s",
+//!     t.prompt_tok_s(),
+//!     t.decode_tok_s()
+//! );
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Lower down, [`Model::eval`] gives the logits of a batch of tokens at
+//! given positions, and [`graph::build`] the graph itself.
+
+mod backend;
+mod chat;
+mod config;
+mod eval;
+mod generate;
+pub mod graph;
+mod kv_cache;
+mod load;
+mod sampler;
+mod weights;
+
+pub use backend::{BackendChoice, BackendInfo};
+pub use chat::{apply_chat, chatml_user_turn, is_chatml};
+pub use config::{LlamaConfig, SUPPORTED_ARCHITECTURES};
+pub use eval::Evaluator;
+pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};
+pub use kv_cache::{KvCache, LayerCache};
+pub use load::{LoadOptions, Model, Progress, DEFAULT_N_BATCH, DEFAULT_N_CTX};
+pub use sampler::{argmax, Sampler, SamplerOptions};
+pub use weights::{Weight, Weights};

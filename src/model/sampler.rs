@@ -1,0 +1,200 @@
+//! Picking the next token from logits: greedy, or llama.cpp's chain
+//! top-k → top-p → temperature → a seeded draw.
+
+use crate::parity::Rng;
+use crate::{Error, Result};
+
+/// How to sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplerOptions {
+    /// Temperature; `<= 0` is greedy (argmax).
+    pub temp: f32,
+    /// Keep only the `top_k` most likely tokens (0: all).
+    pub top_k: usize,
+    /// Keep the most likely tokens whose probabilities add up to `top_p` (1: all).
+    pub top_p: f32,
+    /// Seed of the random draws: the same seed gives the same tokens.
+    pub seed: u64,
+}
+
+impl Default for SamplerOptions {
+    /// llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95.
+    fn default() -> Self {
+        SamplerOptions {
+            temp: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            seed: 42,
+        }
+    }
+}
+
+/// A sampler with its random state.
+#[derive(Debug)]
+pub struct Sampler {
+    opts: SamplerOptions,
+    rng: RngState,
+}
+
+/// `parity::Rng` has no `Debug`; keep the seed for it.
+struct RngState(Rng, u64);
+
+impl std::fmt::Debug for RngState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Rng(seed {})", self.1)
+    }
+}
+
+/// Index of the largest value; the lowest index wins a tie (as llama.cpp).
+pub fn argmax(logits: &[f32]) -> Option<usize> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &v) in logits.iter().enumerate() {
+        if best.is_none_or(|(_, b)| v > b) {
+            best = Some((i, v));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+impl Sampler {
+    /// A sampler; top-p must lie in `(0, 1]` and the temperature be finite.
+    pub fn new(opts: SamplerOptions) -> Result<Sampler> {
+        if !(opts.top_p > 0.0 && opts.top_p <= 1.0) {
+            return Err(Error::invalid(format!(
+                "top-p {} is outside (0, 1]",
+                opts.top_p
+            )));
+        }
+        if !opts.temp.is_finite() {
+            return Err(Error::invalid(format!(
+                "temperature {} is not finite",
+                opts.temp
+            )));
+        }
+        Ok(Sampler {
+            opts,
+            rng: RngState(Rng::new(opts.seed), opts.seed),
+        })
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &SamplerOptions {
+        &self.opts
+    }
+
+    /// Whether sampling is greedy.
+    pub fn is_greedy(&self) -> bool {
+        self.opts.temp <= 0.0
+    }
+
+    /// The next token for `logits` (one value per vocabulary entry).
+    pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
+        let empty = || Error::invalid("no logits to sample from");
+        if self.is_greedy() {
+            return argmax(logits).map(|i| i as u32).ok_or_else(empty);
+        }
+        let mut cand: Vec<(u32, f32)> = logits
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_nan())
+            .map(|(i, &v)| (i as u32, v))
+            .collect();
+        if cand.is_empty() {
+            return Err(empty());
+        }
+        let desc = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let k = self.opts.top_k;
+        if k > 0 && k < cand.len() {
+            cand.select_nth_unstable_by(k - 1, desc);
+            cand.truncate(k);
+        }
+        cand.sort_unstable_by(desc);
+
+        if self.opts.top_p < 1.0 {
+            let probs = softmax(cand.iter().map(|c| c.1), 1.0);
+            let mut sum = 0.0;
+            let mut keep = cand.len();
+            for (i, p) in probs.iter().enumerate() {
+                sum += p;
+                if sum >= self.opts.top_p as f64 {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cand.truncate(keep.max(1));
+        }
+
+        let probs = softmax(cand.iter().map(|c| c.1), self.opts.temp);
+        let r = (self.rng.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut acc = 0.0;
+        for (c, p) in cand.iter().zip(&probs) {
+            acc += p;
+            if r < acc {
+                return Ok(c.0);
+            }
+        }
+        // Rounding left `acc` just below 1: the last candidate takes the rest.
+        cand.last().map(|c| c.0).ok_or_else(empty)
+    }
+}
+
+/// Probabilities of `logits / temp`, in f64 so long tails keep their mass.
+fn softmax(logits: impl Iterator<Item = f32> + Clone, temp: f32) -> Vec<f64> {
+    let t = temp as f64;
+    let max = logits.clone().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let exps: Vec<f64> = logits.map(|v| ((v as f64 - max) / t).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.into_iter().map(|e| e / sum).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(temp: f32, top_k: usize, top_p: f32, seed: u64) -> SamplerOptions {
+        SamplerOptions {
+            temp,
+            top_k,
+            top_p,
+            seed,
+        }
+    }
+
+    #[test]
+    fn greedy_takes_the_first_maximum() {
+        let mut s = Sampler::new(opts(0.0, 0, 1.0, 1)).unwrap();
+        assert_eq!(s.sample(&[0.5, 2.0, 2.0, -1.0]).unwrap(), 1);
+        assert!(s.sample(&[]).is_err());
+    }
+
+    #[test]
+    fn top_k_one_is_greedy_and_seeds_repeat() {
+        let logits: Vec<f32> = (0..100).map(|i| ((i * 37) % 101) as f32 / 10.0).collect();
+        let mut s = Sampler::new(opts(1.0, 1, 1.0, 7)).unwrap();
+        let best = argmax(&logits).unwrap() as u32;
+        assert!((0..20).all(|_| s.sample(&logits).unwrap() == best));
+        let draw = |seed| {
+            let mut s = Sampler::new(opts(1.5, 0, 1.0, seed)).unwrap();
+            (0..50)
+                .map(|_| s.sample(&logits).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+    }
+
+    #[test]
+    fn top_p_and_top_k_restrict_the_candidates() {
+        // One token has nearly all the mass: top-p 0.5 keeps only it.
+        let mut logits = vec![0.0f32; 50];
+        logits[17] = 20.0;
+        let mut s = Sampler::new(opts(5.0, 0, 0.5, 9)).unwrap();
+        assert!((0..50).all(|_| s.sample(&logits).unwrap() == 17));
+        // top-k 3 of a flat distribution stays among the three largest ids.
+        let flat: Vec<f32> = (0..50).map(|i| i as f32 * 1e-3).collect();
+        let mut s = Sampler::new(opts(1.0, 3, 1.0, 9)).unwrap();
+        assert!((0..50).all(|_| s.sample(&flat).unwrap() >= 47));
+        assert!(Sampler::new(opts(1.0, 0, 0.0, 1)).is_err());
+        assert!(Sampler::new(opts(f32::NAN, 0, 1.0, 1)).is_err());
+    }
+}
