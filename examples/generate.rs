@@ -132,7 +132,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
         writeln!(out)?;
         eprintln!(
             "backend {}{}: load {:.0} ms | prompt {} tokens {:.1} ms ({:.1} tok/s) | \
-             decode {} tokens {:.1} ms ({:.1} tok/s) | stop: {:?}",
+             decode {} tokens {:.1} ms ({:.1} tok/s) | stop: {}",
             info.kind,
             info.adapter.map(|n| format!(" ({n})")).unwrap_or_default(),
             t.load_ms,
@@ -142,7 +142,8 @@ fn run(a: &Args) -> wginfer::Result<()> {
             t.decode_tokens,
             t.decode_ms,
             t.decode_tok_s(),
-            gen.stop_reason(),
+            gen.stop_reason()
+                .map_or("running".to_string(), |r| r.to_string()),
         );
     }
     Ok(())

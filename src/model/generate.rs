@@ -104,6 +104,17 @@ pub enum StopReason {
     Error,
 }
 
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::EndOfGeneration(id) => write!(f, "end of generation (token {id})"),
+            StopReason::MaxTokens => f.write_str("n_predict reached"),
+            StopReason::ContextFull => f.write_str("context full"),
+            StopReason::Error => f.write_str("error"),
+        }
+    }
+}
+
 /// One step of a [`Generation`]: a token and the text it completed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Piece {
