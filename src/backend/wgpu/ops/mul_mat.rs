@@ -110,7 +110,8 @@ enum Kind {
 /// count does not fit the kernels' 32-bit indices.
 fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4])> {
     let node = graph.node(id);
-    let (la, lb) = (graph.layout(node.src[0]), graph.layout(node.src[1]));
+    let (&a, &b) = (node.src.first()?, node.src.get(1)?);
+    let (la, lb) = (graph.layout(a), graph.layout(b));
     let [_, m, a2, a3] = la.ne;
     let [_, n, b2, b3] = lb.ne;
     if a2 == 0 || a3 == 0 || b2 % a2 != 0 || b3 % a3 != 0 {
