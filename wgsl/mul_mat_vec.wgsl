@@ -1,11 +1,13 @@
-// mul_mat, matrix times vector (decode): d[m, n, i2, i3] = a[:, m] . b[:, n].
-// Ported from the seed's op_mul_mv_q_n: a workgroup computes four rows of
-// one column; each invocation walks the rows' 8-value units with stride
-// WG, gathering the unit's activations once and dotting them with each
-// row's decoded weights; then one workgroup reduction per row. Consecutive
-// invocations read consecutive words of a row, so weight loads coalesce.
+// mul_mat, matrix times vector (decode) and small batches:
+// d[m, n, i2, i3] = a[:, m] . b[:, n]. Ported from the seed's op_mul_mv_q_n:
+// a workgroup computes four rows of COLS columns; each invocation walks the
+// rows' 8-value units with stride WG, decoding each row's unit once and
+// dotting it with the unit's activations of every column; then one
+// workgroup reduction per output. Consecutive invocations read consecutive
+// words of a row, so weight loads coalesce.
 // The type-specific part is `unit_w`/`x_elem`/`n_units` (see quant.wgsl).
-// p.x: row groups (of 4), unused, a's batch divisors r2 and r3 (broadcast).
+// p.x: row groups (of 4), column groups (of COLS), a's batch divisors r2
+// and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder.
 
 fn x_at(xrow: u32, u: u32, i: u32) -> f32 {
     let k = x_elem(u, i);
@@ -19,80 +21,77 @@ fn x_unit(xrow: u32, u: u32) -> Unit {
     );
 }
 
-fn put(m: u32, n: u32, i2: u32, i3: u32, v: f32) {
-    if (m < p.a.ne.y) {
-        store_d(addr(p.d, vec4<u32>(m, n, i2, i3)), v);
+// Dot products of four rows' weights with one column's activations.
+fn dot4(w0: Unit, w1: Unit, w2: Unit, w3: Unit, x: Unit) -> vec4<f32> {
+    return vec4<f32>(dot_unit(w0, x), dot_unit(w1, x), dot_unit(w2, x), dot_unit(w3, x));
+}
+
+// Reduces and stores rows m..m+4 of column n (those that exist).
+fn finish(acc: vec4<f32>, m: u32, n: u32, i2: u32, i3: u32, ids: Ids) {
+    let t = vec4<f32>(wg_sum(acc.x, ids), wg_sum(acc.y, ids), wg_sum(acc.z, ids), wg_sum(acc.w, ids));
+    if (ids.lid == 0u && n < p.b.ne.y) {
+        let at = addr(p.d, vec4<u32>(m, n, i2, i3));
+        let rows = p.a.ne.y;
+        if (m < rows) { store_d(at, t.x); }
+        if (m + 1u < rows) { store_d(at + p.d.nb.x, t.y); }
+        if (m + 2u < rows) { store_d(at + 2u * p.d.nb.x, t.z); }
+        if (m + 3u < rows) { store_d(at + 3u * p.d.nb.x, t.w); }
     }
 }
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
     let g = group_index(ids.wid, ids.nwg);
-    let groups = p.x.x;
-    let n_cols = p.b.ne.y;
-    if (g >= groups * n_cols * p.b.ne.z * p.b.ne.w) {
+    let groups_m = p.x.x;
+    let groups_n = p.x.y;
+    if (g >= groups_m * groups_n * p.b.ne.z * p.b.ne.w) {
         return;
     }
-    let m0 = (g % groups) * ROWS;
-    let rest = g / groups;
-    let n = rest % n_cols;
-    let i2 = (rest / n_cols) % p.b.ne.z;
-    let i3 = rest / n_cols / p.b.ne.z;
+    let m0 = (g % groups_m) * 4u;
+    let rest = g / groups_m;
+    let n0 = (rest % groups_n) * COLS;
+    let i2 = (rest / groups_n) % p.b.ne.z;
+    let i3 = rest / groups_n / p.b.ne.z;
 
-    // Rows past the end read the last row; their sums are not stored.
+    // Rows and columns past the end read the last one; their sums are not stored.
     let last = p.a.ne.y - 1u;
     let ia = vec4<u32>(0u, 0u, i2 / p.x.z, i3 / p.x.w);
-    var r: array<u32, 8>;
-    r[0] = addr(p.a, ia + vec4<u32>(0u, min(m0, last), 0u, 0u));
-    r[1] = addr(p.a, ia + vec4<u32>(0u, min(m0 + 1u, last), 0u, 0u));
-    r[2] = addr(p.a, ia + vec4<u32>(0u, min(m0 + 2u, last), 0u, 0u));
-    r[3] = addr(p.a, ia + vec4<u32>(0u, min(m0 + 3u, last), 0u, 0u));
-    r[4] = addr(p.a, ia + vec4<u32>(0u, min(m0 + 4u, last), 0u, 0u));
-    r[5] = addr(p.a, ia + vec4<u32>(0u, min(m0 + 5u, last), 0u, 0u));
-    r[6] = addr(p.a, ia + vec4<u32>(0u, min(m0 + 6u, last), 0u, 0u));
-    r[7] = addr(p.a, ia + vec4<u32>(0u, min(m0 + 7u, last), 0u, 0u));
-    let xrow = addr(p.b, vec4<u32>(0u, n, i2, i3));
+    let r0 = addr(p.a, ia + vec4<u32>(0u, min(m0, last), 0u, 0u));
+    let r1 = addr(p.a, ia + vec4<u32>(0u, min(m0 + 1u, last), 0u, 0u));
+    let r2 = addr(p.a, ia + vec4<u32>(0u, min(m0 + 2u, last), 0u, 0u));
+    let r3 = addr(p.a, ia + vec4<u32>(0u, min(m0 + 3u, last), 0u, 0u));
+    let last_col = p.b.ne.y - 1u;
+    let xb = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
+    let x0 = xb + min(n0, last_col) * p.b.nb.y;
+    let x1 = xb + min(n0 + 1u, last_col) * p.b.nb.y;
+    let x2 = xb + min(n0 + 2u, last_col) * p.b.nb.y;
+    let x3 = xb + min(n0 + 3u, last_col) * p.b.nb.y;
     let units = n_units(p.a.ne.x);
 
-    var acc = vec4<f32>(0.0);
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
     for (var u = ids.lid; u < units; u += WG) {
-        let x = x_unit(xrow, u);
-        acc += vec4<f32>(
-            dot_unit(unit_w(r[0], u), x),
-            dot_unit(unit_w(r[1], u), x),
-            dot_unit(unit_w(r[2], u), x),
-            dot_unit(unit_w(r[3], u), x),
-        );
-        if (ROWS == 8u) {
-            acc2 += vec4<f32>(
-                dot_unit(unit_w(r[4], u), x),
-                dot_unit(unit_w(r[5], u), x),
-                dot_unit(unit_w(r[6], u), x),
-                dot_unit(unit_w(r[7], u), x),
-            );
+        let w0 = unit_w(r0, u);
+        let w1 = unit_w(r1, u);
+        let w2 = unit_w(r2, u);
+        let w3 = unit_w(r3, u);
+        acc0 += dot4(w0, w1, w2, w3, x_unit(x0, u));
+        if (COLS > 1u) {
+            acc1 += dot4(w0, w1, w2, w3, x_unit(x1, u));
+        }
+        if (COLS > 2u) {
+            acc2 += dot4(w0, w1, w2, w3, x_unit(x2, u));
+            acc3 += dot4(w0, w1, w2, w3, x_unit(x3, u));
         }
     }
-    let t0 = wg_sum(acc.x, ids);
-    let t1 = wg_sum(acc.y, ids);
-    let t2 = wg_sum(acc.z, ids);
-    let t3 = wg_sum(acc.w, ids);
-    if (ids.lid == 0u) {
-        put(m0, n, i2, i3, t0);
-        put(m0 + 1u, n, i2, i3, t1);
-        put(m0 + 2u, n, i2, i3, t2);
-        put(m0 + 3u, n, i2, i3, t3);
+    finish(acc0, m0, n0, i2, i3, ids);
+    if (COLS > 1u) {
+        finish(acc1, m0, n0 + 1u, i2, i3, ids);
     }
-    if (ROWS == 8u) {
-        let t4 = wg_sum(acc2.x, ids);
-        let t5 = wg_sum(acc2.y, ids);
-        let t6 = wg_sum(acc2.z, ids);
-        let t7 = wg_sum(acc2.w, ids);
-        if (ids.lid == 0u) {
-            put(m0 + 4u, n, i2, i3, t4);
-            put(m0 + 5u, n, i2, i3, t5);
-            put(m0 + 6u, n, i2, i3, t6);
-            put(m0 + 7u, n, i2, i3, t7);
-        }
+    if (COLS > 2u) {
+        finish(acc2, m0, n0 + 2u, i2, i3, ids);
+        finish(acc3, m0, n0 + 3u, i2, i3, ids);
     }
 }

@@ -65,6 +65,7 @@ fn main(ids: Ids) {
     let arow = addr(p.a, vec4<u32>(0u, min(m0 + ma, p.a.ne.y - 1u), i2 / p.x.z, i3 / p.x.w));
     let kk = lid & 31u;
     let cb = lid >> 5u;
+    let bbase = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
 
     // Outputs: rows 4tm..4tm+4, columns 4tn..4tn+4; acc[j] is column 4tn + j.
     let tm = lid % (TM / 4u);
@@ -78,10 +79,10 @@ fn main(ids: Ids) {
         put_a(8u * ja, ma, w[0]);
         put_a(8u * ja + 4u, ma, w[1]);
         let k = x_elem(4u * st + (kk >> 3u), kk & 7u);
+        let bk = bbase + k * p.b.nb.x;
         for (var j = 0u; j < TN / 8u; j++) {
             let n = cb + 8u * j;
-            let col = addr(p.b, vec4<u32>(0u, min(n0 + n, last_col), i2, i3));
-            let v = select(0.0, load_b(col + k * p.b.nb.x), k < k_len);
+            let v = select(0.0, load_b(bk + min(n0 + n, last_col) * p.b.nb.y), k < k_len);
             tb[kk * (TN / 4u) + ((n / 4u) ^ (kk % 16u))][n % 4u] = v;
         }
         workgroupBarrier();

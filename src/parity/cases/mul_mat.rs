@@ -186,8 +186,8 @@ fn transposed() -> Result<Vec<Case>> {
 }
 
 /// Weight shapes of 8B-class models, for `backend_ops --mode perf` only:
-/// mat-vec (decode) at 4096 x 4096, 14336 x 4096 and 4096 x 14336, and a
-/// prompt-sized product. A mat-vec case multiplies the same activations by
+/// mat-vec (decode) at 4096 x 4096, 14336 x 4096 and 4096 x 14336, small
+/// batches and a prompt-sized product. A mat-vec case multiplies the same activations by
 /// several distinct weight tensors in one graph (one submit), so the time is
 /// the kernels' rather than a submit's and the weights, together larger than
 /// a big GPU's L2 cache, come from memory.
@@ -202,6 +202,12 @@ pub fn perf_cases() -> Result<Vec<Case>> {
     ] {
         for (m, k) in [(4096, 4096), (14336, 4096), (4096, 14336)] {
             cases.push(repeated(Spec::new(ta, m, 1, k), 128 << 20)?);
+        }
+    }
+    // Small batches around the mat-vec / tiled switch, and a prompt.
+    for ta in [DType::Q4_0, DType::F16] {
+        for n in [4, 8, 32] {
+            cases.push(repeated(Spec::new(ta, 4096, n, 4096), 128 << 20)?);
         }
     }
     for ta in [DType::Q4_0, DType::Q4_1, DType::F16] {

@@ -2,10 +2,10 @@
 //! activations `b`, with ggml's broadcast of `a` over dimensions 2 and 3.
 //!
 //! Two kernels share the block decoders of `wgsl/quant.wgsl`, so the only
-//! type-specific WGSL is a two-line `defs` choosing a decoder:
-//! - `mul_mat_<T>_f32_f32_<sg|wg>` (`wgsl/mul_mat_vec.wgsl`): a few rows of one
-//!   column per workgroup and a workgroup reduction per row; for decode and
-//!   small batches.
+//! type-specific WGSL is a three-line `defs` choosing a decoder:
+//! - `mul_mat_<T>_f32_f32_<sg|wg>` (`wgsl/mul_mat_vec.wgsl`): four rows of 1, 2
+//!   or 4 columns per workgroup and a workgroup reduction per output; for
+//!   decode and batches of up to 8 columns.
 //! - `mul_mm_<T>_f32_f32` (`wgsl/mul_mm.wgsl`): 64 x 64 output tiles from
 //!   shared-memory tiles, each weight block read once per tile of columns;
 //!   for prompts.
@@ -21,11 +21,14 @@ use crate::{DType, Result};
 
 const QUANT: &str = include_str!("../../../../wgsl/quant.wgsl");
 const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
-const VEC4: &[&str] = &[QUANT, "const ROWS: u32 = 4u;\n", VEC_BODY];
-const VEC8: &[&str] = &[QUANT, "const ROWS: u32 = 8u;\n", VEC_BODY];
-fn vec_rows() -> usize {
-    env("WGINFER_MV_ROWS", 4)
-}
+/// The mat-vec kernel for 1, 2 and 4 columns per workgroup.
+const VEC_COLS: [(usize, &[&str]); 3] = [
+    (1, &[QUANT, "const COLS: u32 = 1u;\n", VEC_BODY]),
+    (2, &[QUANT, "const COLS: u32 = 2u;\n", VEC_BODY]),
+    (4, &[QUANT, "const COLS: u32 = 4u;\n", VEC_BODY]),
+];
+/// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
+const VEC_ROWS: usize = 4;
 const MM: &[&str] = &[QUANT, include_str!("../../../../wgsl/mul_mm.wgsl")];
 
 /// Output tile of the mat-mat kernel (`TM`, `TN` in mul_mm.wgsl) and its
@@ -33,22 +36,12 @@ const MM: &[&str] = &[QUANT, include_str!("../../../../wgsl/mul_mm.wgsl")];
 const MM_TILE: usize = 64;
 const MM_WG: u32 = 256;
 const MM_SHARED: u32 = 2 * 32 * 64 * 4;
-/// Columns up to which the mat-vec kernel runs: beyond, reading the weights
-/// once per tile of 64 columns beats reading them once per column.
-fn vec_max_cols() -> usize {
-    env("WGINFER_MV_MAXCOLS", 4)
-}
-
-// EXPERIMENT (to be removed): mat-vec shape from the environment.
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-fn vec_wg() -> u32 {
-    env("WGINFER_MV_WG", 64) as u32
-}
+/// Columns up to which the mat-vec kernel runs (as llama.cpp's Vulkan
+/// backend does): a few columns re-read the weights from cache, while the
+/// tiled kernel would leave most of its 64-column tile idle.
+const VEC_MAX_COLS: usize = 8;
+/// Invocations of the mat-vec kernel (128 read fastest on an H200).
+const VEC_WG: u32 = 128;
 
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
 /// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
@@ -104,26 +97,40 @@ fn tiles_fit(dev: &Device) -> bool {
         && l.max_compute_workgroup_storage_size >= MM_SHARED
 }
 
+/// Which kernel runs a product.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// The mat-vec kernel with `VEC_COLS[i]` columns per workgroup.
+    Vec(usize),
+    /// The tiled mat-mat kernel.
+    Tiled,
+}
+
 /// Workgroups of the chosen kernel and its `p.x` words, or `None` when the
 /// count does not fit the kernels' 32-bit indices.
-fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(bool, u32, [u32; 4])> {
+fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4])> {
     let node = graph.node(id);
-    let (la, lb) = (graph.layout(node.src[0]), graph.layout(node.src[1]));
+    let (&a, &b) = (node.src.first()?, node.src.get(1)?);
+    let (la, lb) = (graph.layout(a), graph.layout(b));
     let [_, m, a2, a3] = la.ne;
     let [_, n, b2, b3] = lb.ne;
     if a2 == 0 || a3 == 0 || b2 % a2 != 0 || b3 % a3 != 0 {
         return None;
     }
     let (r2, r3) = (u32::try_from(b2 / a2).ok()?, u32::try_from(b3 / a3).ok()?);
-    let tiled = n > vec_max_cols() && tiles_fit(dev);
-    let (gm, gn) = if tiled {
-        (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE))
+    let kind = if n > VEC_MAX_COLS && tiles_fit(dev) {
+        Kind::Tiled
     } else {
-        (m.div_ceil(vec_rows()), n)
+        // The widest column group that n fills at least once.
+        Kind::Vec(VEC_COLS.iter().rposition(|&(c, _)| c <= n)?)
+    };
+    let (gm, gn) = match kind {
+        Kind::Tiled => (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE)),
+        Kind::Vec(i) => (m.div_ceil(VEC_ROWS), n.div_ceil(VEC_COLS[i].0)),
     };
     let count = gm.checked_mul(gn)?.checked_mul(b2)?.checked_mul(b3)?;
     let words = [u32::try_from(gm).ok()?, u32::try_from(gn).ok()?, r2, r3];
-    Some((tiled, u32::try_from(count).ok()?, words))
+    Some((kind, u32::try_from(count).ok()?, words))
 }
 
 pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
@@ -146,7 +153,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let (a, b) = (ctx.src(0), ctx.src(1));
     let dtype = ctx.graph.layout(a).dtype;
-    let (Some(defs), Some((tiled, count, words))) = (defs(dtype), plan(ctx.dev, ctx.graph, ctx.id))
+    let (Some(defs), Some((kind, count, words))) = (defs(dtype), plan(ctx.dev, ctx.graph, ctx.id))
     else {
         return Err(ctx
             .dev
@@ -154,18 +161,17 @@ pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     };
     let (bindings, mut params) = ctx.bind_all(&[a, b])?;
     params.x = words;
-    let key = if tiled {
-        key(ctx, "mul_mm", &[a, b], MM, defs, false, MM_WG)
-    } else {
-        key(
+    let key = match kind {
+        Kind::Tiled => key(ctx, "mul_mm", &[a, b], MM, defs, false, MM_WG),
+        Kind::Vec(i) => key(
             ctx,
             "mul_mat",
             &[a, b],
-            if vec_rows() == 8 { VEC8 } else { VEC4 },
+            VEC_COLS[i].1,
             defs,
             true,
-            ctx.workgroup(vec_wg()),
-        )
+            ctx.workgroup(VEC_WG),
+        ),
     };
     Ok(vec![Dispatch {
         key,
