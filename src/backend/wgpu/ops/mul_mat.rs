@@ -38,7 +38,9 @@ const MM_WG: u32 = 256;
 const MM_SHARED: u32 = 2 * 32 * 64 * 4;
 /// Columns up to which the mat-vec kernel runs (as llama.cpp's Vulkan
 /// backend does): a few columns re-read the weights from cache, while the
-/// tiled kernel would leave most of its 64-column tile idle.
+/// tiled kernel would leave most of its 64-column tile idle (on an H200, 4096
+/// x 4096 q4_0 took the tiled kernel 0.41 ms at 8 columns and the 4-column
+/// mat-vec 0.99 ms at 32; on lavapipe the crossover lies between 8 and 32).
 const VEC_MAX_COLS: usize = 8;
 
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
