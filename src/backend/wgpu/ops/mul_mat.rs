@@ -38,10 +38,10 @@ const MM_WG: u32 = 256;
 const MM_SHARED: u32 = 2 * 32 * 64 * 4;
 /// Columns up to which the mat-vec kernel runs (as llama.cpp's Vulkan
 /// backend does): a few columns re-read the weights from cache, while the
-/// tiled kernel would leave most of its 64-column tile idle.
+/// tiled kernel would leave most of its 64-column tile idle (on an H200, 4096
+/// x 4096 q4_0 took the tiled kernel 0.41 ms at 8 columns and the 4-column
+/// mat-vec 0.99 ms at 32; on lavapipe the crossover lies between 8 and 32).
 const VEC_MAX_COLS: usize = 8;
-/// Invocations of the mat-vec kernel (128 read fastest on an H200).
-const VEC_WG: u32 = 128;
 
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
 /// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
@@ -87,6 +87,22 @@ fn defs(t: DType) -> Option<&'static str> {
         ),
         DType::I32 => return None,
     })
+}
+
+/// Invocations of the mat-vec kernel: at most 128 (the fastest on an H200
+/// for rows of 4096), fewer for short rows so that each has at least four of
+/// a row's units (a 576-long row decodes twice as fast on lavapipe with 32
+/// as with 64), never fewer than a subgroup or 32.
+fn vec_workgroup(ctx: &Ctx, dtype: DType, k: usize) -> u32 {
+    // Units per row, as `n_units` in the WGSL.
+    let units = if dtype.is_quantized() {
+        k / 8
+    } else {
+        k.div_ceil(64) * 8
+    };
+    let subgroup = ctx.dev.ctx.summary.subgroup_sizes.map_or(0, |(_, hi)| hi);
+    let want = (units / 4).min(128).max(subgroup.max(32) as usize);
+    ctx.workgroup(u32::try_from(want).unwrap_or(128))
 }
 
 /// Whether the tiled kernel fits the device's workgroup limits.
@@ -170,7 +186,7 @@ pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
             VEC_COLS[i].1,
             defs,
             true,
-            ctx.workgroup(VEC_WG),
+            vec_workgroup(ctx, dtype, ctx.graph.layout(a).ne[0]),
         ),
     };
     Ok(vec![Dispatch {
