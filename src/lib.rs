@@ -14,6 +14,7 @@ pub mod graph;
 pub mod model;
 pub mod parity;
 pub mod quant;
+pub mod sched;
 pub mod tensor;
 pub mod tokenizer;
 

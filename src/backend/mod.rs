@@ -32,6 +32,15 @@ pub trait BackendBuffer: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// Work a backend has done since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Kernel launches (0 on backends that launch none).
+    pub dispatches: u64,
+    /// Queue submissions.
+    pub submits: u64,
+}
+
 /// A shared handle to a backend buffer.
 pub type BufferHandle = Arc<dyn BackendBuffer>;
 
@@ -51,6 +60,9 @@ pub trait Backend: Send + Sync {
     /// Allocates `size` bytes. Failure is an [`crate::Error::OutOfMemory`], never a panic.
     fn alloc_buffer(&self, size: usize, usage: BufferUsage) -> Result<BufferHandle>;
 
+    /// Whether `buffer` was allocated by this backend (instance).
+    fn owns(&self, buffer: &BufferHandle) -> bool;
+
     /// Copies `data` into `buffer` at `offset`.
     fn write_buffer(&self, buffer: &BufferHandle, offset: usize, data: &[u8]) -> Result<()>;
 
@@ -66,6 +78,11 @@ pub trait Backend: Send + Sync {
 
     /// Waits until all submitted work has finished.
     fn synchronize(&self) -> Result<()>;
+
+    /// Work done so far; backends that count nothing return zeros.
+    fn counters(&self) -> Counters {
+        Counters::default()
+    }
 }
 
 /// Checks that `offset..offset + len` lies inside a buffer of `size` bytes.

@@ -85,10 +85,22 @@ fn round_up(n: usize, align: usize) -> usize {
 /// Inputs and outputs keep their bytes for the whole graph; any other result
 /// is released after the last node in `nodes` that reads it (through views too).
 pub fn plan_allocation(graph: &Graph, nodes: &[TensorId], alignment: usize) -> AllocationPlan {
+    plan_allocation_where(graph, nodes, alignment, |_| true)
+}
+
+/// [`plan_allocation`] for the tensors that `here` accepts (those one backend
+/// stores); the others still count as readers, so a tensor that another
+/// backend copies stays alive until the copy.
+pub fn plan_allocation_where(
+    graph: &Graph,
+    nodes: &[TensorId],
+    alignment: usize,
+    here: impl Fn(TensorId) -> bool,
+) -> AllocationPlan {
     let align = alignment.max(1);
     let needs_storage = |id: TensorId| {
         let n = graph.node(id);
-        n.view_of.is_none() && n.data.is_none()
+        n.view_of.is_none() && n.data.is_none() && here(id)
     };
     let mut last_use = vec![None; graph.len()];
     for (step, &id) in nodes.iter().enumerate() {

@@ -23,7 +23,7 @@ mod alloc;
 mod build;
 pub mod op;
 
-pub use alloc::{plan_allocation, AllocationPlan};
+pub use alloc::{plan_allocation, plan_allocation_where, AllocationPlan};
 pub use op::{Op, RopeMode, RopeParams};
 
 use crate::backend::{Backend, BufferHandle};
@@ -171,6 +171,29 @@ impl Graph {
             is_output: false,
         });
         TensorId(self.nodes.len() - 1)
+    }
+
+    /// Appends `node` as it is (a scheduler rebuilding a graph); its sources
+    /// and view root must already be in this graph.
+    pub(crate) fn push_node(&mut self, node: Node) -> Result<TensorId> {
+        let refs: Vec<TensorId> = node
+            .src
+            .iter()
+            .copied()
+            .chain(node.view_of.map(|v| v.0))
+            .collect();
+        self.check_ids(&refs)?;
+        self.nodes.push(node);
+        Ok(TensorId(self.nodes.len() - 1))
+    }
+
+    /// A copy of `a`'s bytes with `a`'s layout, for another backend to read
+    /// (see [`Op::Transfer`]).
+    pub(crate) fn transfer(&mut self, a: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a])?;
+        let name = format!("{}#copy", self.node(a).name);
+        let layout = *self.layout(a);
+        Ok(self.push(name, Op::Transfer, vec![a], layout))
     }
 
     /// A leaf tensor (weights, token ids, a cache) with a contiguous layout.

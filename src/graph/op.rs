@@ -59,6 +59,9 @@ pub enum Op {
     Input,
     /// A window into `src[0]`'s bytes: view, reshape, permute, transpose. Costs nothing.
     View,
+    /// A copy of `src[0]`'s bytes (same layout) on another backend: the
+    /// scheduler fills it before the split that reads it; backends compute nothing.
+    Transfer,
     /// `src[0] + src[1]`, `src[1]` repeated (broadcast) to `src[0]`'s shape.
     Add,
     /// `src[0] * src[1]`, broadcast like [`Op::Add`].
@@ -110,6 +113,7 @@ impl Op {
         match self {
             Op::Input => "input",
             Op::View => "view",
+            Op::Transfer => "transfer",
             Op::Add => "add",
             Op::Mul => "mul",
             Op::Scale(_) => "scale",
@@ -129,6 +133,6 @@ impl Op {
 
     /// Whether the node computes nothing (its bytes come from elsewhere).
     pub fn is_passive(&self) -> bool {
-        matches!(self, Op::Input | Op::View)
+        matches!(self, Op::Input | Op::View | Op::Transfer)
     }
 }

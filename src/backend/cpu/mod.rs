@@ -12,6 +12,7 @@ pub use src::Src;
 pub(crate) use ops::{yarn_corr_dims, yarn_mscale};
 
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::{check_range, Backend, BackendBuffer, BufferHandle, BufferUsage};
@@ -25,7 +26,13 @@ pub struct CpuBuffer {
     words: RwLock<Vec<u64>>,
     size: usize,
     usage: BufferUsage,
+    /// The backend instance that allocated it (any instance can read it).
+    owner: u64,
 }
+
+/// Tells backend instances apart, so a scheduler with two of them knows
+/// which one holds a tensor.
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(0);
 
 impl BackendBuffer for CpuBuffer {
     fn size(&self) -> usize {
@@ -65,6 +72,7 @@ fn cpu_buffer(buffer: &BufferHandle) -> Result<&CpuBuffer> {
 /// The reference backend, multi-threaded where it matters (mul_mat, get_rows).
 pub struct CpuBackend {
     threads: usize,
+    owner: u64,
 }
 
 impl Default for CpuBackend {
@@ -84,6 +92,7 @@ impl CpuBackend {
     pub fn with_threads(threads: usize) -> CpuBackend {
         CpuBackend {
             threads: threads.max(1),
+            owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -162,6 +171,7 @@ impl Backend for CpuBackend {
             words: RwLock::new(words),
             size,
             usage,
+            owner: self.owner,
         }))
     }
 
@@ -180,6 +190,10 @@ impl Backend for CpuBackend {
         let words = buf.words.read().map_err(|_| lock_error())?;
         out.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&words)[offset..offset + out.len()]);
         Ok(())
+    }
+
+    fn owns(&self, buffer: &BufferHandle) -> bool {
+        cpu_buffer(buffer).is_ok_and(|b| b.owner == self.owner)
     }
 
     fn supports_op(&self, _graph: &Graph, _node: TensorId) -> bool {

@@ -18,7 +18,7 @@ pub use context::{list_adapters, AdapterChoice, AdapterSummary};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Backend, BufferHandle, BufferUsage};
+use super::{Backend, BufferHandle, BufferUsage, Counters};
 use crate::graph::{Graph, TensorId};
 use crate::{Error, Result};
 use context::Context;
@@ -219,6 +219,10 @@ impl Backend for WgpuBackend {
         ))
     }
 
+    fn owns(&self, buffer: &BufferHandle) -> bool {
+        self.buffer(buffer).is_ok()
+    }
+
     fn write_buffer(&self, buffer: &BufferHandle, offset: usize, data: &[u8]) -> Result<()> {
         self.transfers
             .write(&self.dev, self.buffer(buffer)?, offset, data)
@@ -244,5 +248,9 @@ impl Backend for WgpuBackend {
 
     fn synchronize(&self) -> Result<()> {
         self.dev.wait()
+    }
+
+    fn counters(&self) -> Counters {
+        self.plans.lock().map(|p| p.totals).unwrap_or_default()
     }
 }

@@ -54,6 +54,7 @@ pub struct PlanCache {
     uniforms: Option<Uniforms>,
     run: u64,
     pub last_stats: RunStats,
+    pub totals: crate::backend::Counters,
 }
 
 /// The uniform-buffer path for parameters: one slot per dispatch.
@@ -209,6 +210,8 @@ impl PlanCache {
             dev.ctx.queue.submit([encoder.finish()]);
         })?;
         self.last_stats.submits = 1;
+        self.totals.dispatches += dispatches.len() as u64;
+        self.totals.submits += 1;
         let run = self.run;
         self.bind_groups
             .retain(|_, (_, used)| run - *used < KEEP_RUNS);

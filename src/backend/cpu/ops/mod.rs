@@ -22,7 +22,9 @@ pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
             .ok_or_else(|| Error::shape(format!("source {i} is missing")))
     };
     match node.op {
-        Op::Input | Op::View => Err(Error::invalid("inputs and views compute nothing")),
+        Op::Input | Op::View | Op::Transfer => {
+            Err(Error::invalid("inputs and views compute nothing"))
+        }
         Op::Add => elementwise::binary(s(0)?, s(1)?, |a, b| a + b),
         Op::Mul => elementwise::binary(s(0)?, s(1)?, |a, b| a * b),
         Op::Scale(k) => elementwise::unary(s(0)?, |x| x * k),
