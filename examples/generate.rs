@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example generate -- -p "Once upon a time" -n 64 --temp 0
 //! cargo run --release --example generate -- --chat -p "What is the capital of France?" --json
+//! cargo run --release --example generate -- -p "Hello" --n-gpu-layers 10   # 10 layers on the GPU
 //! ```
 //! Text streams to stdout (a progress bar and timings go to stderr); with
 //! `--json` one object is printed at the end instead.
@@ -12,94 +13,78 @@ mod common;
 use std::io::Write;
 use std::process::ExitCode;
 
-use common::{json_ids, json_num, json_str, number, value, DEFAULT_MODEL};
-use wginfer::model::{BackendChoice, GenerateOptions};
+use clap::Parser;
+use common::{json_ids, json_num, json_str, ModelArgs};
+use wginfer::model::GenerateOptions;
 
+/// Generate text from a prompt.
+#[derive(Parser, Debug)]
+#[command(name = "generate")]
 struct Args {
-    model: String,
-    prompt: String,
-    backend: BackendChoice,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The prompt (special tokens such as <|im_start|> are parsed)
+    #[arg(short = 'p', long, required_unless_present = "file")]
+    prompt: Option<String>,
+    /// Read the prompt from a file
+    #[arg(short = 'f', long, conflicts_with = "prompt")]
+    file: Option<String>,
+    /// Tokens to generate; -1 runs until end of generation or the context's end
+    #[arg(
+        short = 'n',
+        long = "n-predict",
+        default_value_t = 128,
+        allow_negative_numbers = true
+    )]
+    n_predict: i64,
+    /// Temperature; 0 is greedy
+    #[arg(long, default_value_t = 0.8)]
+    temp: f32,
+    /// Keep the K most likely tokens; 0 keeps all
+    #[arg(long = "top-k", default_value_t = 40)]
+    top_k: usize,
+    /// Keep the smallest set of tokens with probability at least P; 1 keeps all
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    top_p: f32,
+    /// Sampler seed
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Context length [default: 2048, at most the model's]
+    #[arg(
+        short = 'c',
+        long = "ctx-size",
+        default_value_t = 0,
+        hide_default_value = true
+    )]
     n_ctx: usize,
+    /// Most prompt tokens per graph
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
     n_batch: usize,
-    gen: GenerateOptions,
+    /// Wrap the prompt in the model's chat format (ChatML) as one user turn
+    #[arg(long)]
+    chat: bool,
+    /// Print one JSON object: prompt_tokens, tokens, text, backend, adapter, timings
+    #[arg(long)]
     json: bool,
 }
 
-fn usage() -> ExitCode {
-    eprintln!(
-        "usage: generate [-m MODEL] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\
-         \n                [--backend auto|wgpu|cpu] [-c N] [-b N] [--chat] [--json]\
-         \n\
-         \n  -m, --model PATH       GGUF model (default {DEFAULT_MODEL})\
-         \n  -p, --prompt TEXT      the prompt (special tokens such as <|im_start|> are parsed)\
-         \n  -f, --file PATH        read the prompt from a file\
-         \n  -n, --n-predict N      tokens to generate, -1 until end of generation (default 128)\
-         \n  --temp T               temperature, 0 = greedy (default 0.8)\
-         \n  --top-k K              top-k, 0 = off (default 40)\
-         \n  --top-p P              top-p, 1 = off (default 0.95)\
-         \n  --seed S               sampler seed (default 42)\
-         \n  --backend B            auto (wgpu if usable, else cpu), wgpu or cpu (default auto)\
-         \n  -c, --ctx-size N       context length (default 2048, at most the model's)\
-         \n  -b, --batch-size N     most prompt tokens per graph (default 512)\
-         \n  --chat                 wrap the prompt in the model's (ChatML) chat format\
-         \n  --json                 print one JSON object: prompt_tokens, tokens, text, backend,\
-         \n                         adapter, timings"
-    );
-    ExitCode::from(2)
-}
-
-fn parse() -> Result<Option<Args>, String> {
-    let mut a = Args {
-        model: DEFAULT_MODEL.into(),
-        prompt: String::new(),
-        backend: BackendChoice::Auto,
-        n_ctx: 0,
-        n_batch: 0,
-        gen: GenerateOptions::default(),
-        json: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let f = flag.as_str();
-        match f {
-            "-m" | "--model" => a.model = value(&mut it, f)?,
-            "-p" | "--prompt" => a.prompt = value(&mut it, f)?,
-            "-f" | "--file" => {
-                let path = value(&mut it, f)?;
-                a.prompt = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-            }
-            "-n" | "--n-predict" => {
-                let n: i64 = number(&value(&mut it, f)?, f)?;
-                a.gen.n_predict = usize::try_from(n).unwrap_or(usize::MAX);
-            }
-            "--temp" => a.gen.temp = number(&value(&mut it, f)?, f)?,
-            "--top-k" => {
-                let k: i64 = number(&value(&mut it, f)?, f)?;
-                a.gen.top_k = usize::try_from(k).unwrap_or(0);
-            }
-            "--top-p" => a.gen.top_p = number(&value(&mut it, f)?, f)?,
-            "--seed" => a.gen.seed = number(&value(&mut it, f)?, f)?,
-            "--backend" => {
-                a.backend = BackendChoice::parse(&value(&mut it, f)?).map_err(|e| e.to_string())?
-            }
-            "-c" | "--ctx-size" => a.n_ctx = number(&value(&mut it, f)?, f)?,
-            "-b" | "--batch-size" => a.n_batch = number(&value(&mut it, f)?, f)?,
-            "--chat" => a.gen.chat = true,
-            "--json" => a.json = true,
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument '{other}'")),
-        }
-    }
-    if a.prompt.is_empty() {
-        return Err("give a prompt with -p or -f".into());
-    }
-    Ok(Some(a))
-}
-
 fn run(a: &Args) -> wginfer::Result<()> {
-    let mut model = common::load_model(&a.model, a.backend.clone(), a.n_ctx, a.n_batch)?;
+    let prompt = match &a.file {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| wginfer::Error::io(path, e))?,
+        None => a.prompt.clone().unwrap_or_default(),
+    };
+    let opts = GenerateOptions {
+        n_predict: usize::try_from(a.n_predict).unwrap_or(usize::MAX),
+        temp: a.temp,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        seed: a.seed,
+        chat: a.chat,
+    };
+    let mut model = a.model.load(a.n_ctx, a.n_batch)?;
     let info = model.backend_info().clone();
-    let mut gen = model.generate(&a.prompt, &a.gen)?;
+    let placement = common::placement_note(&model);
+    let mut gen = model.generate(&prompt, &opts)?;
     let mut text = String::new();
     let mut out = std::io::stdout().lock();
     for piece in &mut gen {
@@ -131,10 +116,8 @@ fn run(a: &Args) -> wginfer::Result<()> {
     } else {
         writeln!(out)?;
         eprintln!(
-            "backend {}{}: load {:.0} ms | prompt {} tokens {:.1} ms ({:.1} tok/s) | \
+            "{placement}: load {:.0} ms | prompt {} tokens {:.1} ms ({:.1} tok/s) | \
              decode {} tokens {:.1} ms ({:.1} tok/s) | stop: {}",
-            info.kind,
-            info.adapter.map(|n| format!(" ({n})")).unwrap_or_default(),
             t.load_ms,
             t.prompt_tokens,
             t.prompt_ms,
@@ -150,20 +133,6 @@ fn run(a: &Args) -> wginfer::Result<()> {
 }
 
 fn main() -> ExitCode {
-    env_logger::init();
-    let args = match parse() {
-        Ok(Some(a)) => a,
-        Ok(None) => return usage(),
-        Err(e) => {
-            eprintln!("generate: {e}");
-            return usage();
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("generate: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let args = Args::parse();
+    common::main_of("generate", || run(&args))
 }

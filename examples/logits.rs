@@ -14,68 +14,27 @@ mod common;
 use std::io::Write;
 use std::process::ExitCode;
 
-use common::{json_f32, number, value, DEFAULT_MODEL};
-use wginfer::model::BackendChoice;
+use clap::Parser;
+use common::{json_f32, ModelArgs};
 
+/// Evaluate tokens in one batch and print the top logits at every position.
+#[derive(Parser, Debug)]
+#[command(name = "logits")]
 struct Args {
-    model: String,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Text, tokenized as llama.cpp does (special tokens parsed)
+    #[arg(short = 'p', long, required_unless_present = "tokens")]
     prompt: Option<String>,
+    /// Comma-separated token ids instead of a prompt
+    #[arg(long, value_delimiter = ',', conflicts_with = "prompt")]
     tokens: Option<Vec<u32>>,
-    backend: BackendChoice,
+    /// Logits listed per position
+    #[arg(long = "top-k", default_value_t = 10)]
     top_k: usize,
+    /// Also write every position's logits as little-endian f32, row after row
+    #[arg(long)]
     out: Option<String>,
-}
-
-fn usage() -> ExitCode {
-    eprintln!(
-        "usage: logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--backend auto|wgpu|cpu] [--top-k K] [--out FILE]\
-         \n\
-         \n  -m, --model PATH    GGUF model (default {DEFAULT_MODEL})\
-         \n  -p, --prompt TEXT   text, tokenized as llama.cpp does (special tokens parsed)\
-         \n  --tokens IDS        comma-separated token ids instead of a prompt\
-         \n  --backend B         auto, wgpu or cpu (default auto)\
-         \n  --top-k K           logits listed per position (default 10)\
-         \n  --out FILE          write all logits as little-endian f32, one row per position"
-    );
-    ExitCode::from(2)
-}
-
-fn parse() -> Result<Option<Args>, String> {
-    let mut a = Args {
-        model: DEFAULT_MODEL.into(),
-        prompt: None,
-        tokens: None,
-        backend: BackendChoice::Auto,
-        top_k: 10,
-        out: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let f = flag.as_str();
-        match f {
-            "-m" | "--model" => a.model = value(&mut it, f)?,
-            "-p" | "--prompt" => a.prompt = Some(value(&mut it, f)?),
-            "--tokens" => {
-                let list = value(&mut it, f)?;
-                let ids = list
-                    .split(',')
-                    .map(|s| number::<u32>(s.trim(), f))
-                    .collect::<Result<Vec<_>, _>>()?;
-                a.tokens = Some(ids);
-            }
-            "--backend" => {
-                a.backend = BackendChoice::parse(&value(&mut it, f)?).map_err(|e| e.to_string())?
-            }
-            "--top-k" => a.top_k = number(&value(&mut it, f)?, f)?,
-            "--out" => a.out = Some(value(&mut it, f)?),
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument '{other}'")),
-        }
-    }
-    if a.prompt.is_some() == a.tokens.is_some() {
-        return Err("give either -p PROMPT or --tokens IDS".into());
-    }
-    Ok(Some(a))
 }
 
 /// The `k` largest `(id, logit)` pairs, ties by id.
@@ -91,7 +50,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
     let n = match &a.tokens {
         Some(t) => t.len(),
         None => {
-            let file = wginfer::gguf::GgufFile::open(&a.model)?;
+            let file = wginfer::gguf::GgufFile::open(&a.model.model)?;
             let tok = wginfer::tokenizer::Tokenizer::from_gguf(&file)?;
             tok.encode_opts(a.prompt.as_deref().unwrap_or_default(), true, true)?
                 .len()
@@ -100,7 +59,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
     if n == 0 {
         return Err(wginfer::Error::invalid("no tokens to evaluate"));
     }
-    let mut model = common::load_model(&a.model, a.backend.clone(), n, n)?;
+    let mut model = a.model.load(n, n)?;
     let tokens = match &a.tokens {
         Some(t) => t.clone(),
         None => model.tokenize(a.prompt.as_deref().unwrap_or_default())?,
@@ -128,20 +87,6 @@ fn run(a: &Args) -> wginfer::Result<()> {
 }
 
 fn main() -> ExitCode {
-    env_logger::init();
-    let args = match parse() {
-        Ok(Some(a)) => a,
-        Ok(None) => return usage(),
-        Err(e) => {
-            eprintln!("logits: {e}");
-            return usage();
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("logits: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let args = Args::parse();
+    common::main_of("logits", || run(&args))
 }

@@ -4,6 +4,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -39,32 +40,100 @@ pub fn progress_bar(label: &'static str) -> wginfer::model::Progress {
     })
 }
 
-/// Loads `path` with a progress bar; a missing default model gets a hint.
-pub fn load_model(
-    path: &str,
-    backend: BackendChoice,
-    n_ctx: usize,
-    n_batch: usize,
-) -> wginfer::Result<Model> {
-    if !Path::new(path).exists() && path == DEFAULT_MODEL {
+/// The flags every model example takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// GGUF model file (the default one is fetched when missing)
+    #[arg(short = 'm', long, default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// auto (wgpu when an adapter opens, else cpu), wgpu or cpu
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    pub backend: BackendChoice,
+    /// Layers on the GPU, the last ones (llama.cpp's -ngl); the rest run on
+    /// the CPU; above the layer count the embedding and output go too [default: all]
+    #[arg(long = "n-gpu-layers", visible_alias = "ngl")]
+    pub n_gpu_layers: Option<usize>,
+}
+
+fn parse_backend(s: &str) -> Result<BackendChoice, String> {
+    BackendChoice::parse(s).map_err(|e| e.to_string())
+}
+
+impl ModelArgs {
+    /// Loads the model with a progress bar on stderr; the default model is
+    /// fetched first when it is missing.
+    pub fn load(&self, n_ctx: usize, n_batch: usize) -> wginfer::Result<Model> {
+        if self.model == DEFAULT_MODEL && !Path::new(&self.model).exists() {
+            fetch_default_model()?;
+        }
+        let model = Model::load(
+            &self.model,
+            &LoadOptions {
+                backend: self.backend.clone(),
+                n_ctx,
+                n_batch,
+                n_gpu_layers: self.n_gpu_layers,
+                progress: Some(progress_bar("loading")),
+                ..LoadOptions::default()
+            },
+        )?;
+        if let Some(note) = &model.backend_info().note {
+            eprintln!("note: {note}");
+        }
+        Ok(model)
+    }
+}
+
+/// Runs `scripts/fetch-model.sh`, which downloads and checks the default model.
+fn fetch_default_model() -> wginfer::Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-model.sh");
+    eprintln!(
+        "{DEFAULT_MODEL} is missing: fetching it with {}",
+        script.display()
+    );
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .status()
+        .map_err(|e| wginfer::Error::io(&script, e))?;
+    if !status.success() {
         return Err(wginfer::Error::invalid(format!(
-            "{path} is missing: run scripts/fetch-model.sh first"
+            "{} failed ({status}); fetch the model by hand or pass -m",
+            script.display()
         )));
     }
-    let model = Model::load(
-        path,
-        &LoadOptions {
-            backend,
-            n_ctx,
-            n_batch,
-            progress: Some(progress_bar("loading")),
-            ..LoadOptions::default()
-        },
-    )?;
-    if let Some(note) = &model.backend_info().note {
-        eprintln!("note: {note}");
+    Ok(())
+}
+
+/// "backend wgpu (adapter), 10/30 layers offloaded, 3 splits" for logs.
+pub fn placement_note(model: &Model) -> String {
+    let info = model.backend_info();
+    let mut s = format!("backend {}", info.kind);
+    if let Some(a) = &info.adapter {
+        s += &format!(" ({a})");
     }
-    Ok(model)
+    if info.kind != "cpu" {
+        s += &format!(
+            ", {}/{} layers offloaded, {} split{}",
+            model.offloaded_layers(),
+            model.config().n_layer,
+            model.splits(),
+            if model.splits() == 1 { "" } else { "s" }
+        );
+    }
+    s
+}
+
+/// `main` of an example: logging from `RUST_LOG`, then `run`; an error is
+/// printed as `name: error` with a failing exit code.
+pub fn main_of(name: &str, run: impl FnOnce() -> wginfer::Result<()>) -> ExitCode {
+    env_logger::init();
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `s` as a JSON string literal.
@@ -110,15 +179,4 @@ pub fn json_f32(v: f32) -> String {
 pub fn json_ids(ids: &[u32]) -> String {
     let items: Vec<String> = ids.iter().map(u32::to_string).collect();
     format!("[{}]", items.join(", "))
-}
-
-/// The value after a flag, or an error naming the flag.
-pub fn value<I: Iterator<Item = String>>(it: &mut I, flag: &str) -> Result<String, String> {
-    it.next().ok_or(format!("{flag} needs a value"))
-}
-
-/// A parsed number, or an error naming the flag.
-pub fn number<T: std::str::FromStr>(s: &str, flag: &str) -> Result<T, String> {
-    s.parse()
-        .map_err(|_| format!("{flag}: '{s}' is not a valid number"))
 }

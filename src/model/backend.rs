@@ -1,5 +1,7 @@
-//! Which backend a model runs on: `auto` (wgpu when an adapter exists and
-//! runs the whole graph, else the CPU), `wgpu`, `cpu`, or one the caller opened.
+//! Which backend a model runs on: `auto` (wgpu when an adapter opens, else
+//! the CPU), `wgpu`, `cpu`, or one the caller opened. A GPU backend always
+//! has the CPU behind it in the scheduler: ops the device declines, and
+//! layers that are not offloaded, run there.
 
 use std::sync::Arc;
 
@@ -11,8 +13,8 @@ use crate::{Error, Result};
 /// The backend to load a model onto.
 #[derive(Clone, Default)]
 pub enum BackendChoice {
-    /// wgpu on the default adapter when there is one and it runs every op of
-    /// the graph; otherwise the CPU, with a note saying why.
+    /// wgpu on the default adapter when one opens and the model loads onto
+    /// it; otherwise the CPU, with a note saying why.
     #[default]
     Auto,
     /// The CPU reference backend on all cores.
@@ -59,15 +61,16 @@ pub struct BackendInfo {
     pub note: Option<String>,
 }
 
-/// An opened backend and what to report about it.
+/// Opened backends, in the scheduler's priority order (the CPU last), and
+/// what to report about them.
 pub(crate) struct Opened {
-    pub backend: Arc<dyn Backend>,
+    pub backends: Vec<Arc<dyn Backend>>,
     pub info: BackendInfo,
 }
 
 pub(crate) fn open_cpu(note: Option<String>) -> Opened {
     Opened {
-        backend: Arc::new(CpuBackend::new()),
+        backends: vec![Arc::new(CpuBackend::new())],
         info: BackendInfo {
             kind: "cpu".into(),
             adapter: None,
@@ -76,11 +79,13 @@ pub(crate) fn open_cpu(note: Option<String>) -> Opened {
     }
 }
 
+/// wgpu first, the CPU behind it for ops the device declines and for layers
+/// that are not offloaded.
 pub(crate) fn open_wgpu() -> Result<Opened> {
     let backend = WgpuBackend::new(&WgpuOptions::default())?;
     let adapter = backend.adapter().name.clone();
     Ok(Opened {
-        backend: Arc::new(backend),
+        backends: vec![Arc::new(backend), Arc::new(CpuBackend::new())],
         info: BackendInfo {
             kind: "wgpu".into(),
             adapter: Some(adapter),
@@ -91,7 +96,7 @@ pub(crate) fn open_wgpu() -> Result<Opened> {
 
 pub(crate) fn open_custom(backend: &Arc<dyn Backend>) -> Opened {
     Opened {
-        backend: backend.clone(),
+        backends: vec![backend.clone(), Arc::new(CpuBackend::new())],
         info: BackendInfo {
             kind: backend.name().to_string(),
             adapter: None,

@@ -1,6 +1,7 @@
-//! Running the llama graph: one compute arena per context, sized once by a
-//! measure pass over the largest batch, and reused by every step so a GPU
-//! backend sees the same buffers (and bind groups) token after token.
+//! Running the llama graph through the scheduler: one compute arena per
+//! backend, sized once by a measure pass over the largest batch and reused
+//! by every step, so a GPU backend sees the same buffers (and bind groups)
+//! token after token.
 
 use std::sync::Arc;
 
@@ -8,78 +9,69 @@ use super::config::LlamaConfig;
 use super::graph::{build, Batch, StepGraph};
 use super::kv_cache::KvCache;
 use super::weights::Weights;
-use crate::backend::{Backend, BufferHandle, BufferUsage};
-use crate::graph::plan_allocation;
+use crate::backend::{Backend, Counters};
+use crate::sched::{RunStats, Scheduler};
 use crate::{Error, Result};
 
-/// Builds, places and computes batches on one backend.
+/// Builds, schedules and computes batches.
 pub struct Evaluator {
-    backend: Arc<dyn Backend>,
-    arena: BufferHandle,
+    sched: Scheduler,
     n_batch: usize,
+    splits: usize,
+    last: RunStats,
 }
 
 impl std::fmt::Debug for Evaluator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Evaluator")
-            .field("backend", &self.backend.name())
-            .field("arena_bytes", &self.arena.size())
+            .field("sched", &self.sched)
             .field("n_batch", &self.n_batch)
+            .field("splits", &self.splits)
             .finish()
     }
 }
 
 impl Evaluator {
-    /// The largest batch a context runs: `n_batch` tokens ending at the last
-    /// cache position, last logits only.
-    fn worst_batch(kv: &KvCache, n_batch: usize) -> Batch {
-        let n_tokens = n_batch.clamp(1, kv.n_ctx());
-        Batch {
-            n_tokens,
-            n_past: kv.n_ctx() - n_tokens,
-            all_logits: false,
-        }
-    }
-
-    /// Fails with the first op of the largest graph that `backend` declines.
-    /// Works on planned (unallocated) weights and cache, so nothing needs
-    /// uploading to find out.
-    pub fn check_support(
-        backend: &dyn Backend,
-        c: &LlamaConfig,
-        w: &Weights,
-        kv: &KvCache,
-        n_batch: usize,
-    ) -> Result<()> {
-        let step = build(c, w, kv, Evaluator::worst_batch(kv, n_batch))?;
-        match unsupported_op(backend, &step) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    /// Measures the largest graph and allocates its arena once.
+    /// Schedules the largest graph a context runs (`n_batch` tokens ending at
+    /// the last cache position, last logits only), logs where its nodes went
+    /// and allocates the arenas it needs.
     pub fn new(
-        backend: Arc<dyn Backend>,
+        backends: Vec<Arc<dyn Backend>>,
         c: &LlamaConfig,
         w: &Weights,
         kv: &KvCache,
         n_batch: usize,
     ) -> Result<Evaluator> {
-        let worst = Evaluator::worst_batch(kv, n_batch);
-        let g = build(c, w, kv, worst)?.graph;
-        let plan = plan_allocation(&g, &g.compute_order(), backend.alignment());
-        let arena = backend.alloc_buffer(plan.size.max(1), BufferUsage::Compute)?;
+        let mut sched = Scheduler::new(backends)?;
+        let n_tokens = n_batch.clamp(1, kv.n_ctx());
+        let worst = Batch {
+            n_tokens,
+            n_past: kv.n_ctx() - n_tokens,
+            all_logits: false,
+        };
+        let mut s = sched.schedule(&build(c, w, kv, worst)?.graph)?;
+        sched.allocate(&mut s)?;
+        let per_backend = s.ops_per_backend(sched.backends().len());
+        let on: Vec<String> = sched
+            .backends()
+            .iter()
+            .zip(&per_backend)
+            .filter(|(_, &n)| n > 0)
+            .map(|(b, n)| format!("{n} ops on {}", b.name()))
+            .collect();
+        log::info!("graph: {} splits, {}", s.splits().len(), on.join(", "));
+        sched.log_placement(&s, log::Level::Debug);
         Ok(Evaluator {
-            backend,
-            arena,
-            n_batch: worst.n_tokens,
+            splits: s.splits().len(),
+            sched,
+            n_batch: n_tokens,
+            last: RunStats::default(),
         })
     }
 
-    /// The backend computing the graphs.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
+    /// The backends, in the scheduler's priority order.
+    pub fn backends(&self) -> &[Arc<dyn Backend>] {
+        self.sched.backends()
     }
 
     /// Most tokens evaluated in one graph.
@@ -87,9 +79,30 @@ impl Evaluator {
         self.n_batch
     }
 
-    /// Bytes of the compute arena.
+    /// Splits of the largest graph.
+    pub fn splits(&self) -> usize {
+        self.splits
+    }
+
+    /// Bytes of the compute arenas.
     pub fn arena_bytes(&self) -> usize {
-        self.arena.size()
+        self.sched.arena_bytes()
+    }
+
+    /// What the last graph's run did (splits, copies between backends).
+    pub fn last_run(&self) -> RunStats {
+        self.last
+    }
+
+    /// Work counters of all backends together.
+    pub fn counters(&self) -> Counters {
+        self.backends()
+            .iter()
+            .map(|b| b.counters())
+            .fold(Counters::default(), |a, b| Counters {
+                dispatches: a.dispatches + b.dispatches,
+                submits: a.submits + b.submits,
+            })
     }
 
     /// Evaluates `tokens` at positions `n_past..` in batches of at most
@@ -145,52 +158,20 @@ impl Evaluator {
         batch: Batch,
     ) -> Result<Vec<f32>> {
         let StepGraph {
-            mut graph,
+            graph,
             tokens: tok_id,
             positions,
             logits,
         } = build(c, w, kv, batch)?;
-        let order = graph.compute_order();
-        let plan = plan_allocation(&graph, &order, self.backend.alignment());
-        if plan.size > self.arena.size() {
-            // Only graphs larger than the measured one get here (all
-            // logits of a full batch): grow once, then reuse again.
-            log::info!(
-                "compute arena grows from {} to {} bytes",
-                self.arena.size(),
-                plan.size
-            );
-            self.arena = self.backend.alloc_buffer(plan.size, BufferUsage::Compute)?;
-        }
-        plan.assign(&mut graph, &self.arena)?;
+        let mut s = self.sched.schedule(&graph)?;
+        self.sched.allocate(&mut s)?;
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         let pos: Vec<i32> = (batch.n_past..batch.n_past + tokens.len())
             .map(|p| p as i32)
             .collect();
-        let b = self.backend.as_ref();
-        graph.write_i32(b, tok_id, &ids)?;
-        graph.write_i32(b, positions, &pos)?;
-        b.compute(&graph, &order)?;
-        graph.read_f32(b, logits)
+        self.sched.write_i32(&s, tok_id, &ids)?;
+        self.sched.write_i32(&s, positions, &pos)?;
+        self.last = self.sched.compute(&s)?;
+        self.sched.read_f32(&s, logits)
     }
-}
-
-/// The first node of `step` that `backend` declines, as an error.
-fn unsupported_op(backend: &dyn Backend, step: &StepGraph) -> Option<Error> {
-    let g = &step.graph;
-    g.compute_order()
-        .into_iter()
-        .find(|&id| !backend.supports_op(g, id))
-        .map(|id| {
-            let node = g.node(id);
-            Error::Backend {
-                backend: backend.name().to_string(),
-                msg: format!(
-                    "{} '{}' ({}) is not supported by this backend",
-                    node.op.name(),
-                    node.name,
-                    node.layout.dtype
-                ),
-            }
-        })
 }

@@ -16,14 +16,12 @@ pub struct LayerCache {
     pub v: TensorId,
 }
 
-/// K and V of every layer for `n_ctx` positions, resident on a backend.
+/// K and V of every layer for `n_ctx` positions, each layer on its backend.
 ///
 /// Each layer has a buffer of its own: layers stay within a GPU's binding
 /// limit whatever the context length, and bind groups never change.
 pub struct KvCache {
-    /// Empty for a planned cache.
     layers: Vec<BufferHandle>,
-    n_layer: usize,
     layer_bytes: usize,
     v_offset: usize,
     dtype: DType,
@@ -34,7 +32,7 @@ pub struct KvCache {
 impl std::fmt::Debug for KvCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KvCache")
-            .field("layers", &self.n_layer)
+            .field("layers", &self.layers.len())
             .field("dtype", &self.dtype)
             .field("n_ctx", &self.n_ctx)
             .field("n_embd_kv", &self.n_embd_kv)
@@ -43,26 +41,10 @@ impl std::fmt::Debug for KvCache {
 }
 
 impl KvCache {
-    /// Allocates the cache; `dtype` is F16 (as llama.cpp) or F32.
+    /// Allocates the cache, layer `il` on `layer_backends[il]`; `dtype` is
+    /// F16 (as llama.cpp) or F32.
     pub fn new(
-        backend: &dyn Backend,
-        n_layer: usize,
-        n_ctx: usize,
-        n_embd_kv: usize,
-        dtype: DType,
-    ) -> Result<KvCache> {
-        let mut kv = KvCache::plan(backend, n_layer, n_ctx, n_embd_kv, dtype)?;
-        kv.layers = (0..n_layer)
-            .map(|_| backend.alloc_buffer(kv.layer_bytes, BufferUsage::Compute))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(kv)
-    }
-
-    /// The cache's layout without its memory: graphs built from it have
-    /// unbound cache tensors (see [`super::Weights::plan`]).
-    pub fn plan(
-        backend: &dyn Backend,
-        n_layer: usize,
+        layer_backends: &[&dyn Backend],
         n_ctx: usize,
         n_embd_kv: usize,
         dtype: DType,
@@ -76,12 +58,21 @@ impl KvCache {
             .checked_mul(n_embd_kv)
             .and_then(|n| n.checked_mul(dtype.block_bytes()))
             .ok_or_else(|| Error::invalid(format!("a KV cache of {n_ctx} x {n_embd_kv}")))?;
-        let align = backend.alignment().max(1);
+        let align = layer_backends
+            .iter()
+            .map(|b| b.alignment())
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let v_offset = half.div_ceil(align) * align;
+        let layer_bytes = v_offset + half;
+        let layers = layer_backends
+            .iter()
+            .map(|b| b.alloc_buffer(layer_bytes, BufferUsage::Compute))
+            .collect::<Result<Vec<_>>>()?;
         Ok(KvCache {
-            layers: Vec::new(),
-            n_layer,
-            layer_bytes: v_offset + half,
+            layers,
+            layer_bytes,
             v_offset,
             dtype,
             n_ctx,
@@ -101,15 +92,15 @@ impl KvCache {
 
     /// Bytes on the backend (once allocated).
     pub fn bytes(&self) -> usize {
-        self.n_layer * self.layer_bytes
+        self.layers.len() * self.layer_bytes
     }
 
-    /// Adds layer `il`'s K and V to `g`, bound to the cache's bytes (unbound
-    /// for a planned cache).
+    /// Adds layer `il`'s K and V to `g`, bound to the cache's bytes.
     pub fn layer(&self, g: &mut Graph, il: usize) -> Result<LayerCache> {
-        if il >= self.n_layer {
-            return Err(Error::invalid(format!("the KV cache has no layer {il}")));
-        }
+        let buffer = self
+            .layers
+            .get(il)
+            .ok_or_else(|| Error::invalid(format!("the KV cache has no layer {il}")))?;
         let k = g.input(
             &format!("cache_k_l{il}"),
             self.dtype,
@@ -120,14 +111,12 @@ impl KvCache {
             self.dtype,
             &[self.n_ctx, self.n_embd_kv],
         )?;
-        if let Some(buffer) = self.layers.get(il) {
-            let at = |offset| TensorData {
-                buffer: buffer.clone(),
-                offset,
-            };
-            g.bind(k, at(0))?;
-            g.bind(v, at(self.v_offset))?;
-        }
+        let at = |offset| TensorData {
+            buffer: buffer.clone(),
+            offset,
+        };
+        g.bind(k, at(0))?;
+        g.bind(v, at(self.v_offset))?;
         Ok(LayerCache { k, v })
     }
 }

@@ -10,7 +10,9 @@ use super::config::LlamaConfig;
 use super::eval::Evaluator;
 use super::graph::expected_weights;
 use super::kv_cache::KvCache;
+use super::placement::LayerPlacement;
 use super::weights::Weights;
+use crate::backend::Backend;
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 use crate::{DType, Error, Result};
@@ -36,6 +38,11 @@ pub struct LoadOptions {
     pub n_batch: usize,
     /// Type of the KV cache: F16 (llama.cpp's default) or F32.
     pub kv_type: DType,
+    /// Layers on the GPU, the last ones first (llama.cpp's `n_gpu_layers`);
+    /// the rest run on the CPU. `None` offloads everything, including the
+    /// token embedding and output, which also go to the GPU for any value
+    /// above the layer count. Ignored on the CPU backend.
+    pub n_gpu_layers: Option<usize>,
     /// Weight-upload progress.
     pub progress: Option<Progress>,
 }
@@ -47,6 +54,7 @@ impl Default for LoadOptions {
             n_ctx: 0,
             n_batch: 0,
             kv_type: DType::F16,
+            n_gpu_layers: None,
             progress: None,
         }
     }
@@ -59,6 +67,7 @@ impl std::fmt::Debug for LoadOptions {
             .field("n_ctx", &self.n_ctx)
             .field("n_batch", &self.n_batch)
             .field("kv_type", &self.kv_type)
+            .field("n_gpu_layers", &self.n_gpu_layers)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -72,6 +81,7 @@ pub struct Model {
     pub(super) kv: KvCache,
     pub(super) eval: Evaluator,
     info: BackendInfo,
+    offloaded_layers: usize,
     load_ms: f64,
 }
 
@@ -107,6 +117,7 @@ struct Parts {
     weights: Weights,
     kv: KvCache,
     eval: Evaluator,
+    offloaded_layers: usize,
 }
 
 fn load_parts(
@@ -116,7 +127,7 @@ fn load_parts(
     n_ctx: usize,
     opts: &LoadOptions,
 ) -> Result<Parts> {
-    let backend = opened.backend.as_ref();
+    let backends = &opened.backends;
     let mut report = |done: usize, total: usize| {
         if let Some(p) = &opts.progress {
             p(done, total);
@@ -126,14 +137,23 @@ fn load_parts(
         0 => DEFAULT_N_BATCH,
         n => n,
     };
-    let (n_layer, n_embd_kv, kv_type) = (c.n_layer, c.n_embd_kv(), opts.kv_type);
-    let planned = Weights::plan(file, backend)?;
-    let kv_plan = KvCache::plan(backend, n_layer, n_ctx, n_embd_kv, kv_type)?;
-    Evaluator::check_support(backend, c, &planned, &kv_plan, n_batch)?;
-    let weights = planned.upload(file, backend, &mut report)?;
-    let kv = KvCache::new(backend, n_layer, n_ctx, n_embd_kv, kv_type)?;
-    let eval = Evaluator::new(opened.backend.clone(), c, &weights, &kv, n_batch)?;
-    Ok(Parts { weights, kv, eval })
+    let place = LayerPlacement::new(c.n_layer, opts.n_gpu_layers, backends.len());
+    let weights = Weights::plan(file, backends, &|name| place.tensor(name))?.upload(
+        file,
+        backends,
+        &mut report,
+    )?;
+    let layer_backends: Vec<&dyn Backend> = (0..c.n_layer)
+        .map(|il| backends[place.layer(il)].as_ref())
+        .collect();
+    let kv = KvCache::new(&layer_backends, n_ctx, c.n_embd_kv(), opts.kv_type)?;
+    let eval = Evaluator::new(backends.clone(), c, &weights, &kv, n_batch)?;
+    Ok(Parts {
+        weights,
+        kv,
+        eval,
+        offloaded_layers: place.offloaded_layers(),
+    })
 }
 
 impl Model {
@@ -193,6 +213,7 @@ impl Model {
             weights: parts.weights,
             kv: parts.kv,
             eval: parts.eval,
+            offloaded_layers: parts.offloaded_layers,
             info: opened.info,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
         })
@@ -211,6 +232,26 @@ impl Model {
     /// The backend in use, its adapter and why `auto` fell back, if it did.
     pub fn backend_info(&self) -> &BackendInfo {
         &self.info
+    }
+
+    /// Layers whose weights and cache are on the GPU (0 on the CPU backend).
+    pub fn offloaded_layers(&self) -> usize {
+        self.offloaded_layers
+    }
+
+    /// Splits of the largest graph: 1 when it runs on one backend.
+    pub fn splits(&self) -> usize {
+        self.eval.splits()
+    }
+
+    /// What the last evaluation did: splits run, tensors copied between backends.
+    pub fn last_run(&self) -> crate::sched::RunStats {
+        self.eval.last_run()
+    }
+
+    /// Dispatches and submits of all backends so far (zero on the CPU).
+    pub fn counters(&self) -> crate::backend::Counters {
+        self.eval.counters()
     }
 
     /// Context length in tokens.

@@ -47,7 +47,10 @@ mod generate;
 pub mod graph;
 mod kv_cache;
 mod load;
+mod perplexity;
+mod placement;
 mod sampler;
+pub mod synthetic;
 mod weights;
 
 pub use backend::{BackendChoice, BackendInfo};
@@ -57,5 +60,6 @@ pub use eval::Evaluator;
 pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};
 pub use kv_cache::{KvCache, LayerCache};
 pub use load::{LoadOptions, Model, Progress, DEFAULT_N_BATCH, DEFAULT_N_CTX};
+pub use perplexity::Perplexity;
 pub use sampler::{argmax, Sampler, SamplerOptions};
 pub use weights::{Weight, Weights};

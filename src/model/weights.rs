@@ -3,6 +3,7 @@
 //! from the memory map in bounded chunks.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::backend::{Backend, BufferHandle, BufferUsage};
 use crate::gguf::GgufFile;
@@ -25,11 +26,19 @@ pub struct Weight {
     pub layout: Layout,
 }
 
-/// All tensors of a model file, resident on one backend.
+/// One weight buffer: the backend (an index into the backends the weights
+/// were planned for) and its size.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    backend: usize,
+    size: usize,
+}
+
+/// All tensors of a model file, resident on one or more backends.
 pub struct Weights {
     /// Empty until [`Weights::upload`].
     buffers: Vec<BufferHandle>,
-    sizes: Vec<usize>,
+    slots: Vec<Slot>,
     tensors: HashMap<String, Weight>,
     bytes: usize,
 }
@@ -37,7 +46,7 @@ pub struct Weights {
 impl std::fmt::Debug for Weights {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Weights")
-            .field("buffers", &self.sizes)
+            .field("buffers", &self.slots)
             .field("tensors", &self.tensors.len())
             .field("bytes", &self.bytes)
             .finish()
@@ -49,15 +58,22 @@ fn round_up(n: usize, align: usize) -> usize {
 }
 
 impl Weights {
-    /// Places every tensor of `file` in buffers of at most the backend's
-    /// buffer size without allocating anything: graphs built from the result
-    /// have the real layouts but unbound weights (enough to ask a backend
-    /// which ops it supports). A tensor of a type wginfer does not compute
-    /// with is an error naming it.
-    pub fn plan(file: &GgufFile, backend: &dyn Backend) -> Result<Weights> {
-        let align = backend.alignment().max(1);
-        let cap = backend.max_buffer_size();
-        let mut sizes: Vec<usize> = Vec::new();
+    /// Places every tensor of `file` on the backend `place(name)` picks (an
+    /// index into `backends`), packed into buffers of at most that backend's
+    /// buffer size, without allocating anything. A tensor larger than its
+    /// backend's buffer limit goes to the last backend (the CPU) instead. A
+    /// tensor of a type wginfer does not compute with is an error naming it.
+    pub fn plan(
+        file: &GgufFile,
+        backends: &[Arc<dyn Backend>],
+        place: &dyn Fn(&str) -> usize,
+    ) -> Result<Weights> {
+        let fallback = backends
+            .len()
+            .checked_sub(1)
+            .ok_or_else(|| Error::invalid("weights need a backend to live on"))?;
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut open: Vec<Option<usize>> = vec![None; backends.len()];
         let mut tensors = HashMap::new();
         for info in file.tensors() {
             let layout = Layout::contiguous(info.dtype()?, info.ne)?;
@@ -71,24 +87,43 @@ impl Weights {
                     info.type_name()
                 )));
             }
+            let mut b = place(&info.name).min(fallback);
+            if info.size > backends[b].max_buffer_size() && b != fallback {
+                log::warn!(
+                    "tensor '{}' ({} bytes) exceeds the buffer limit of {}; it stays on {}",
+                    info.name,
+                    info.size,
+                    backends[b].name(),
+                    backends[fallback].name()
+                );
+                b = fallback;
+            }
+            let (align, cap) = (
+                backends[b].alignment().max(1),
+                backends[b].max_buffer_size(),
+            );
             if info.size > cap {
                 return Err(Error::OutOfMemory(format!(
                     "tensor '{}' ({} bytes) exceeds the {}-byte buffer limit of {}",
                     info.name,
                     info.size,
                     cap,
-                    backend.name()
+                    backends[b].name()
                 )));
             }
-            let fits = sizes
-                .last()
-                .is_some_and(|&used| round_up(used, align) + info.size <= cap);
-            if !fits {
-                sizes.push(0);
-            }
-            let buffer = sizes.len() - 1;
-            let offset = round_up(sizes[buffer], align);
-            sizes[buffer] = offset + info.size;
+            let buffer = match open[b] {
+                Some(i) if round_up(slots[i].size, align) + info.size <= cap => i,
+                _ => {
+                    slots.push(Slot {
+                        backend: b,
+                        size: 0,
+                    });
+                    open[b] = Some(slots.len() - 1);
+                    slots.len() - 1
+                }
+            };
+            let offset = round_up(slots[buffer].size, align);
+            slots[buffer].size = offset + info.size;
             let w = Weight {
                 buffer,
                 offset,
@@ -98,48 +133,68 @@ impl Weights {
         }
         Ok(Weights {
             buffers: Vec::new(),
-            sizes,
+            slots,
             tensors,
             bytes: file.tensors().iter().map(|i| i.size).sum(),
         })
     }
 
+    /// Bytes of weights planned for each backend, by index.
+    pub fn bytes_per_backend(&self, n_backends: usize) -> Vec<usize> {
+        let mut out = vec![0; n_backends];
+        for s in &self.slots {
+            if let Some(o) = out.get_mut(s.backend) {
+                *o += s.size;
+            }
+        }
+        out
+    }
+
     /// Allocates the planned buffers and uploads every tensor of `file`
-    /// (the file this plan was made from) to `backend`, calling
+    /// (the file this plan was made from) to its backend, calling
     /// `progress(done, total)` in bytes as it goes.
     pub fn upload(
         mut self,
         file: &GgufFile,
-        backend: &dyn Backend,
+        backends: &[Arc<dyn Backend>],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Weights> {
+        let backend = |slot: &Slot| {
+            backends
+                .get(slot.backend)
+                .ok_or_else(|| Error::invalid("the weights were planned for other backends"))
+        };
         self.buffers = self
-            .sizes
+            .slots
             .iter()
-            .map(|&s| backend.alloc_buffer(s.max(1), BufferUsage::Weights))
+            .map(|s| backend(s)?.alloc_buffer(s.size.max(1), BufferUsage::Weights))
             .collect::<Result<Vec<_>>>()?;
         let (total, mut done) = (self.bytes, 0);
         progress(0, total);
         for info in file.tensors() {
             let w = self.get(&info.name)?;
             let buffer = self.buffer(w)?;
+            let to = backend(&self.slots[w.buffer])?;
             for (i, chunk) in file.tensor_data(info).chunks(UPLOAD_CHUNK).enumerate() {
-                backend.write_buffer(buffer, w.offset + i * UPLOAD_CHUNK, chunk)?;
+                to.write_buffer(buffer, w.offset + i * UPLOAD_CHUNK, chunk)?;
                 done += chunk.len();
                 progress(done, total);
             }
         }
-        backend.synchronize()?;
+        for b in backends {
+            b.synchronize()?;
+        }
         Ok(self)
     }
 
-    /// [`Weights::plan`] then [`Weights::upload`].
+    /// Every tensor on `backend`: [`Weights::plan`] then [`Weights::upload`].
     pub fn load(
         file: &GgufFile,
-        backend: &dyn Backend,
+        backend: Arc<dyn Backend>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Weights> {
-        Weights::plan(file, backend)?.upload(file, backend, progress)
+        let backends = [backend];
+        Weights::plan(file, &backends, &|_| 0)?.upload(file, &backends, progress)
     }
 
     fn buffer(&self, w: &Weight) -> Result<&BufferHandle> {
@@ -209,7 +264,7 @@ mod tests {
 
     #[test]
     fn uploads_aligned_and_names_unsupported_tensors() {
-        let cpu = CpuBackend::with_threads(1);
+        let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1));
         let a: Vec<u8> = (0..3 * 4).map(|i| i as u8).collect();
         let b: Vec<u8> = (0..5 * 2).map(|i| 100 + i as u8).collect();
         let mut w = GgufWriter::new();
@@ -218,7 +273,7 @@ mod tests {
         let path = write("ok", &mut w);
         let file = GgufFile::open(&path).unwrap();
         let mut seen = Vec::new();
-        let weights = Weights::load(&file, &cpu, &mut |d, t| seen.push((d, t))).unwrap();
+        let weights = Weights::load(&file, cpu.clone(), &mut |d, t| seen.push((d, t))).unwrap();
         assert_eq!(seen.first(), Some(&(0, 22)));
         assert_eq!(seen.last(), Some(&(22, 22)));
         let wb = weights.get("b").unwrap();
@@ -238,7 +293,9 @@ mod tests {
             .unwrap(); // q5_K
         let path = write("bad", &mut w);
         let file = GgufFile::open(&path).unwrap();
-        let e = Weights::plan(&file, &cpu).unwrap_err().to_string();
+        let e = Weights::plan(&file, &[cpu], &|_| 0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("tensor 'blk.0.odd' has type q5_K"), "{e}");
         drop(file);
         let _ = std::fs::remove_file(path);

@@ -1,0 +1,188 @@
+//! Prompt-processing and generation speed, like llama.cpp's `llama-bench`:
+//! `pp N` evaluates N tokens in one batch from an empty context, `tg N`
+//! generates N tokens one at a time; each test runs `-r` times after a
+//! warm-up and reports the mean and standard deviation in tokens per second.
+//!
+//! ```text
+//! cargo run --release --example bench -- -p 256 -n 32 -r 3
+//! cargo run --release --example bench -- --synthetic smollm2-135m -p 512 -n 128   # random weights
+//! ```
+
+mod common;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use common::{json_num, json_str, ModelArgs};
+use wginfer::model::synthetic::SyntheticLlama;
+use wginfer::model::Model;
+use wginfer::parity::Rng;
+
+/// Measure prompt (pp) and generation (tg) speed.
+#[derive(Parser, Debug)]
+#[command(name = "bench")]
+struct Args {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Benchmark a model of this shape with random weights instead of -m:
+    /// smollm2-135m, 1b or 8b (written to a temporary file first)
+    #[arg(long)]
+    synthetic: Option<String>,
+    /// Prompt tokens of the pp test (0 skips it)
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    n_prompt: usize,
+    /// Generated tokens of the tg test (0 skips it)
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    n_gen: usize,
+    /// Repetitions of each test
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    reps: usize,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+/// Mean and standard deviation of tokens per second over the runs.
+#[derive(Clone, Copy, Debug, Default)]
+struct Speed {
+    mean: f64,
+    std: f64,
+}
+
+fn speed(n_tokens: usize, seconds: &[f64]) -> Speed {
+    let rates: Vec<f64> = seconds.iter().map(|&s| n_tokens as f64 / s).collect();
+    let mean = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
+    let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / rates.len().max(1) as f64;
+    Speed {
+        mean,
+        std: var.sqrt(),
+    }
+}
+
+fn random_tokens(rng: &mut Rng, n: usize, n_vocab: usize) -> Vec<u32> {
+    (0..n).map(|_| rng.below(n_vocab) as u32).collect()
+}
+
+/// Seconds of one pp run: `n` tokens in one batch at position 0.
+fn pp_once(m: &mut Model, rng: &mut Rng, n: usize) -> wginfer::Result<f64> {
+    let tokens = random_tokens(rng, n, m.config().n_vocab);
+    let t = Instant::now();
+    m.eval(&tokens, 0, false)?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Seconds of one tg run: `n` single-token steps from position 0.
+fn tg_once(m: &mut Model, rng: &mut Rng, n: usize) -> wginfer::Result<f64> {
+    let tokens = random_tokens(rng, n, m.config().n_vocab);
+    let t = Instant::now();
+    for (pos, &tok) in tokens.iter().enumerate() {
+        m.eval(&[tok], pos, false)?;
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+fn run(a: &Args) -> wginfer::Result<()> {
+    let mut model_args = a.model.clone();
+    let synthetic_path = match &a.synthetic {
+        Some(preset) => {
+            let spec = SyntheticLlama::preset(preset)?;
+            let path = std::env::temp_dir().join(format!("wginfer-bench-{preset}.gguf"));
+            eprintln!(
+                "writing a {preset} model with random weights to {}",
+                path.display()
+            );
+            spec.write(&path, 1)?;
+            model_args.model = path.display().to_string();
+            Some(path)
+        }
+        None => None,
+    };
+    let n_ctx = (a.n_prompt.max(a.n_gen)).max(1);
+    let loaded = model_args.load(n_ctx, a.n_prompt.max(1));
+    if let Some(path) = &synthetic_path {
+        let _ = std::fs::remove_file(path);
+    }
+    let mut m = loaded?;
+    let reps = a.reps.max(1);
+    let mut rng = Rng::new(1234);
+    let mut pp = None;
+    if a.n_prompt > 0 {
+        pp_once(&mut m, &mut rng, a.n_prompt)?; // warm-up: pipelines, clocks
+        let runs = (0..reps)
+            .map(|_| pp_once(&mut m, &mut rng, a.n_prompt))
+            .collect::<wginfer::Result<Vec<_>>>()?;
+        pp = Some(speed(a.n_prompt, &runs));
+    }
+    let (mut tg, mut per_token) = (None, None);
+    if a.n_gen > 0 {
+        tg_once(&mut m, &mut rng, a.n_gen.min(8))?;
+        let before = m.counters();
+        let runs = (0..reps)
+            .map(|_| tg_once(&mut m, &mut rng, a.n_gen))
+            .collect::<wginfer::Result<Vec<_>>>()?;
+        let after = m.counters();
+        let steps = (a.n_gen * reps) as f64;
+        if after.submits > 0 {
+            per_token = Some((
+                (after.dispatches - before.dispatches) as f64 / steps,
+                (after.submits - before.submits) as f64 / steps,
+            ));
+        }
+        tg = Some(speed(a.n_gen, &runs));
+    }
+
+    let name = a
+        .synthetic
+        .as_ref()
+        .map_or(a.model.model.clone(), |p| format!("synthetic {p}"));
+    let info = m.backend_info();
+    if a.json {
+        let sp =
+            |s: Option<Speed>, f: fn(Speed) -> f64| s.map_or("null".into(), |s| json_num(f(s)));
+        let pt = |i: usize| {
+            per_token.map_or("null".into(), |p: (f64, f64)| {
+                json_num(if i == 0 { p.0 } else { p.1 })
+            })
+        };
+        println!(
+            "{{\"model\": {}, \"backend\": {}, \"adapter\": {}, \"n_gpu_layers\": {}, \"splits\": {}, \
+             \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
+             \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"dispatches_per_token\": {}, \
+             \"submits_per_token\": {}}}",
+            json_str(&name),
+            json_str(&info.kind),
+            info.adapter.as_deref().map_or("null".into(), json_str),
+            m.offloaded_layers(),
+            m.splits(),
+            a.n_prompt,
+            a.n_gen,
+            sp(pp, |s| s.mean),
+            sp(pp, |s| s.std),
+            sp(tg, |s| s.mean),
+            sp(tg, |s| s.std),
+            pt(0),
+            pt(1),
+        );
+    } else {
+        println!("{}", common::placement_note(&m));
+        println!("| model | test | t/s |\n| --- | --- | ---: |");
+        for (test, s) in [
+            (format!("pp{}", a.n_prompt), pp),
+            (format!("tg{}", a.n_gen), tg),
+        ] {
+            if let Some(s) = s {
+                println!("| {name} | {test} | {:.2} ± {:.2} |", s.mean, s.std);
+            }
+        }
+        if let Some((d, s)) = per_token {
+            println!("decode: {d:.1} dispatches and {s:.1} submits per token");
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    common::main_of("bench", || run(&args))
+}

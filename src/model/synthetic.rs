@@ -1,0 +1,252 @@
+//! Llama-shaped GGUF files with random weights, written with the crate's own
+//! GGUF writer: benchmarks of a model's shape on machines the real file
+//! cannot reach, and tests that need a model without downloading one.
+//!
+//! Weights are random blocks with small scales (the values are meaningless,
+//! the work per token is the real model's); the vocabulary is one token per
+//! id with no merges.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use crate::gguf::GgufWriter;
+use crate::parity::Rng;
+use crate::{DType, Error, Result};
+
+/// The shape and types of a synthetic llama model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyntheticLlama {
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Embedding width.
+    pub n_embd: usize,
+    /// Feed-forward width.
+    pub n_ff: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention).
+    pub n_head_kv: usize,
+    /// Vocabulary size.
+    pub n_vocab: usize,
+    /// Training context length.
+    pub n_ctx_train: usize,
+    /// Type of the layer matrices.
+    pub weight_type: DType,
+    /// Type of the token embedding (tied to the output).
+    pub embd_type: DType,
+}
+
+impl SyntheticLlama {
+    /// SmolLM2-135M, the default model: 30 layers, 576 wide, 1536 ff, 9/3
+    /// heads, Q4_1 layers, a Q8_0 embedding tied to the output.
+    pub fn smollm2_135m() -> SyntheticLlama {
+        SyntheticLlama {
+            n_layer: 30,
+            n_embd: 576,
+            n_ff: 1536,
+            n_head: 9,
+            n_head_kv: 3,
+            n_vocab: 49152,
+            n_ctx_train: 8192,
+            weight_type: DType::Q4_1,
+            embd_type: DType::Q8_0,
+        }
+    }
+
+    /// A 1B-class shape (TinyLlama's): 22 layers, 2048 wide, 5632 ff, 32/4 heads, Q4_0.
+    pub fn llama_1b() -> SyntheticLlama {
+        SyntheticLlama {
+            n_layer: 22,
+            n_embd: 2048,
+            n_ff: 5632,
+            n_head: 32,
+            n_head_kv: 4,
+            n_vocab: 32000,
+            n_ctx_train: 2048,
+            weight_type: DType::Q4_0,
+            embd_type: DType::Q8_0,
+        }
+    }
+
+    /// An 8B-class shape (Llama 3's): 32 layers, 4096 wide, 14336 ff, 32/8 heads, Q4_0.
+    pub fn llama_8b() -> SyntheticLlama {
+        SyntheticLlama {
+            n_layer: 32,
+            n_embd: 4096,
+            n_ff: 14336,
+            n_head: 32,
+            n_head_kv: 8,
+            n_vocab: 128256,
+            n_ctx_train: 8192,
+            weight_type: DType::Q4_0,
+            embd_type: DType::Q8_0,
+        }
+    }
+
+    /// The preset called `smollm2-135m`, `1b` or `8b`.
+    pub fn preset(name: &str) -> Result<SyntheticLlama> {
+        match name {
+            "smollm2-135m" | "135m" => Ok(SyntheticLlama::smollm2_135m()),
+            "1b" => Ok(SyntheticLlama::llama_1b()),
+            "8b" => Ok(SyntheticLlama::llama_8b()),
+            other => Err(Error::invalid(format!(
+                "synthetic model '{other}': expected smollm2-135m, 1b or 8b"
+            ))),
+        }
+    }
+
+    /// Writes the model to `path`, tensor by tensor (nothing large is held in memory).
+    pub fn write(&self, path: impl AsRef<Path>, seed: u64) -> Result<()> {
+        let head_dim = self.n_embd / self.n_head.max(1);
+        if self.n_head == 0 || head_dim * self.n_head != self.n_embd || !head_dim.is_multiple_of(2)
+        {
+            return Err(Error::invalid(format!(
+                "{} heads do not split an embedding of {} into even head sizes",
+                self.n_head, self.n_embd
+            )));
+        }
+        let mut w = GgufWriter::new();
+        let arch = "llama";
+        let key = |k: &str| format!("{arch}.{k}");
+        w.add("general.architecture", arch)
+            .add("general.name", "wginfer synthetic llama")
+            .add(key("block_count"), self.n_layer as u32)
+            .add(key("context_length"), self.n_ctx_train as u32)
+            .add(key("embedding_length"), self.n_embd as u32)
+            .add(key("feed_forward_length"), self.n_ff as u32)
+            .add(key("attention.head_count"), self.n_head as u32)
+            .add(key("attention.head_count_kv"), self.n_head_kv as u32)
+            .add(key("rope.dimension_count"), head_dim as u32)
+            .add(key("rope.freq_base"), 10000.0f32)
+            .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
+        let tokens: Vec<String> = (0..self.n_vocab).map(|i| format!("<t{i}>")).collect();
+        w.add("tokenizer.ggml.model", "gpt2")
+            .add("tokenizer.ggml.pre", "default")
+            .add("tokenizer.ggml.tokens", tokens)
+            .add("tokenizer.ggml.merges", Vec::<String>::new())
+            .add("tokenizer.ggml.bos_token_id", 0u32)
+            .add("tokenizer.ggml.eos_token_id", 1u32)
+            .add("tokenizer.ggml.add_bos_token", false);
+
+        let (e, ff, kv) = (self.n_embd, self.n_ff, head_dim * self.n_head_kv);
+        let mut seed = seed;
+        let mut matrix = |w: &mut GgufWriter, name: String, dtype: DType, ne: [usize; 2]| {
+            seed = seed.wrapping_add(1);
+            let rng = Rng::new(seed);
+            w.add_tensor_with(name, dtype, &ne, random_blocks(dtype, ne[0] * ne[1], rng))
+                .map(|_| ())
+        };
+        matrix(
+            &mut w,
+            "token_embd.weight".into(),
+            self.embd_type,
+            [e, self.n_vocab],
+        )?;
+        let ones = |n: usize| -> Vec<u8> { (0..n).flat_map(|_| 1.0f32.to_le_bytes()).collect() };
+        w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
+        for il in 0..self.n_layer {
+            let name = |s: &str| format!("blk.{il}.{s}.weight");
+            let t = self.weight_type;
+            w.add_tensor(name("attn_norm"), DType::F32, &[e], ones(e))?;
+            w.add_tensor(name("ffn_norm"), DType::F32, &[e], ones(e))?;
+            matrix(&mut w, name("attn_q"), t, [e, e])?;
+            matrix(&mut w, name("attn_k"), t, [e, kv])?;
+            matrix(&mut w, name("attn_v"), t, [e, kv])?;
+            matrix(&mut w, name("attn_output"), t, [e, e])?;
+            matrix(&mut w, name("ffn_gate"), t, [e, ff])?;
+            matrix(&mut w, name("ffn_up"), t, [e, ff])?;
+            matrix(&mut w, name("ffn_down"), t, [ff, e])?;
+        }
+        w.write_file(path)
+    }
+}
+
+/// Byte offsets of a block's f16 scales.
+fn scale_offsets(dtype: DType) -> &'static [usize] {
+    match dtype {
+        DType::Q4_0 | DType::Q8_0 => &[0],
+        DType::Q4_1 => &[0, 2],
+        DType::Q6K => &[208],
+        DType::F32 | DType::F16 | DType::I32 => &[],
+    }
+}
+
+/// A producer of `n` elements of random `dtype` blocks: random quants with
+/// f16 scales of about 0.01; f32/f16 tensors get small random values.
+fn random_blocks(
+    dtype: DType,
+    n: usize,
+    mut rng: Rng,
+) -> impl FnMut(&mut dyn Write) -> io::Result<()> {
+    move |out: &mut dyn Write| {
+        let (elems, bytes) = (dtype.block_elems(), dtype.block_bytes());
+        let mut block = vec![0u8; bytes];
+        let mut chunk = Vec::with_capacity(1 << 20);
+        for _ in 0..n / elems {
+            match dtype {
+                DType::F32 => block.copy_from_slice(&rng.uniform(-0.01, 0.01).to_le_bytes()),
+                DType::F16 => block
+                    .copy_from_slice(&half::f16::from_f32(rng.uniform(-0.01, 0.01)).to_le_bytes()),
+                _ => {
+                    for word in block.chunks_mut(8) {
+                        let r = rng.next_u64().to_le_bytes();
+                        word.copy_from_slice(&r[..word.len()]);
+                    }
+                    for &at in scale_offsets(dtype) {
+                        let v = half::f16::from_f32(rng.uniform(0.005, 0.015));
+                        block[at..at + 2].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+            chunk.extend_from_slice(&block);
+            if chunk.len() >= 1 << 20 {
+                out.write_all(&chunk)?;
+                chunk.clear();
+            }
+        }
+        out.write_all(&chunk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::GgufFile;
+    use crate::model::LlamaConfig;
+
+    #[test]
+    fn a_small_synthetic_model_reads_back_with_finite_weights() {
+        let spec = SyntheticLlama {
+            n_layer: 2,
+            n_embd: 256,
+            n_ff: 96,
+            n_head: 4,
+            n_head_kv: 2,
+            n_vocab: 40,
+            n_ctx_train: 128,
+            weight_type: DType::Q6K,
+            embd_type: DType::Q8_0,
+        };
+        let path = std::env::temp_dir().join(format!("wginfer-synth-{}.gguf", std::process::id()));
+        spec.write(&path, 1).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        let c = LlamaConfig::from_gguf(&file).unwrap();
+        assert_eq!(
+            (c.n_layer, c.n_embd, c.n_vocab, c.head_dim),
+            (2, 256, 40, 64)
+        );
+        for info in file.tensors() {
+            let dtype = info.dtype().unwrap();
+            let n: usize = info.ne.iter().product();
+            let mut values = vec![0.0; n];
+            crate::quant::dequantize_row(dtype, file.tensor_data(info), &mut values).unwrap();
+            assert!(
+                values.iter().all(|v| v.is_finite() && v.abs() < 10.0),
+                "{}",
+                info.name
+            );
+        }
+        drop(file);
+        let _ = std::fs::remove_file(path);
+    }
+}
