@@ -72,12 +72,17 @@ fn pp_once(m: &mut Model, rng: &mut Rng, n: usize) -> wginfer::Result<f64> {
     Ok(t.elapsed().as_secs_f64())
 }
 
-/// Seconds of one tg run: `n` single-token steps from position 0.
-fn tg_once(m: &mut Model, rng: &mut Rng, n: usize) -> wginfer::Result<f64> {
+/// Seconds of one tg run: `n` single-token steps from position 0; adds
+/// each step's host time split to `split` (prepare, run, read).
+fn tg_once(m: &mut Model, rng: &mut Rng, n: usize, split: &mut [f64; 3]) -> wginfer::Result<f64> {
     let tokens = random_tokens(rng, n, m.config().n_vocab);
     let t = Instant::now();
     for (pos, &tok) in tokens.iter().enumerate() {
         m.eval(&[tok], pos, false)?;
+        let s = m.last_times();
+        for (acc, d) in split.iter_mut().zip([s.prepare, s.run, s.read]) {
+            *acc += d.as_secs_f64();
+        }
     }
     Ok(t.elapsed().as_secs_f64())
 }
@@ -115,11 +120,12 @@ fn run(a: &Args) -> wginfer::Result<()> {
         pp = Some(speed(a.n_prompt, &runs));
     }
     let (mut tg, mut per_token) = (None, None);
+    let mut split = [0.0f64; 3];
     if a.n_gen > 0 {
-        tg_once(&mut m, &mut rng, a.n_gen.min(8))?;
+        tg_once(&mut m, &mut rng, a.n_gen.min(8), &mut [0.0; 3])?;
         let before = m.counters();
         let runs = (0..reps)
-            .map(|_| tg_once(&mut m, &mut rng, a.n_gen))
+            .map(|_| tg_once(&mut m, &mut rng, a.n_gen, &mut split))
             .collect::<wginfer::Result<Vec<_>>>()?;
         let after = m.counters();
         let steps = (a.n_gen * reps) as f64;
@@ -132,6 +138,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
         tg = Some(speed(a.n_gen, &runs));
     }
 
+    let us = |v: f64| v * 1e6 / (a.n_gen * reps).max(1) as f64;
     let name = a
         .synthetic
         .as_ref()
@@ -149,7 +156,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
             "{{\"model\": {}, \"backend\": {}, \"adapter\": {}, \"n_gpu_layers\": {}, \"splits\": {}, \
              \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
              \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"dispatches_per_token\": {}, \
-             \"submits_per_token\": {}}}",
+             \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"read\": {}}}}}",
             json_str(&name),
             json_str(&info.kind),
             info.adapter.as_deref().map_or("null".into(), json_str),
@@ -163,6 +170,9 @@ fn run(a: &Args) -> wginfer::Result<()> {
             sp(tg, |s| s.std),
             pt(0),
             pt(1),
+            json_num(us(split[0])),
+            json_num(us(split[1])),
+            json_num(us(split[2])),
         );
     } else {
         println!("{}", common::placement_note(&m));
@@ -177,6 +187,14 @@ fn run(a: &Args) -> wginfer::Result<()> {
         }
         if let Some((d, s)) = per_token {
             println!("decode: {d:.1} dispatches and {s:.1} submits per token");
+        }
+        if tg.is_some() {
+            println!(
+                "decode per token on the host: prepare {:.0} us, run {:.0} us, wait + read {:.0} us",
+                us(split[0]),
+                us(split[1]),
+                us(split[2])
+            );
         }
     }
     Ok(())

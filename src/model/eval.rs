@@ -4,6 +4,7 @@
 //! token after token.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::config::LlamaConfig;
 use super::graph::{build, Batch, StepGraph};
@@ -13,12 +14,24 @@ use crate::backend::{Backend, Counters};
 use crate::sched::{RunStats, Scheduler};
 use crate::{Error, Result};
 
+/// Where the time of one graph went, on the host's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepTimes {
+    /// Building, scheduling and allocating the graph, writing its inputs.
+    pub prepare: Duration,
+    /// Running the splits: recording and submitting GPU work (computing, on the CPU).
+    pub run: Duration,
+    /// Waiting for the results and reading the logits back.
+    pub read: Duration,
+}
+
 /// Builds, schedules and computes batches.
 pub struct Evaluator {
     sched: Scheduler,
     n_batch: usize,
     splits: usize,
     last: RunStats,
+    times: StepTimes,
 }
 
 impl std::fmt::Debug for Evaluator {
@@ -66,6 +79,7 @@ impl Evaluator {
             sched,
             n_batch: n_tokens,
             last: RunStats::default(),
+            times: StepTimes::default(),
         })
     }
 
@@ -92,6 +106,11 @@ impl Evaluator {
     /// What the last graph's run did (splits, copies between backends).
     pub fn last_run(&self) -> RunStats {
         self.last
+    }
+
+    /// Where the last graph's time went.
+    pub fn last_times(&self) -> StepTimes {
+        self.times
     }
 
     /// Work counters of all backends together.
@@ -157,6 +176,7 @@ impl Evaluator {
         tokens: &[u32],
         batch: Batch,
     ) -> Result<Vec<f32>> {
+        let start = Instant::now();
         let StepGraph {
             graph,
             tokens: tok_id,
@@ -171,7 +191,15 @@ impl Evaluator {
             .collect();
         self.sched.write_i32(&s, tok_id, &ids)?;
         self.sched.write_i32(&s, positions, &pos)?;
+        let prepared = Instant::now();
         self.last = self.sched.compute(&s)?;
-        self.sched.read_f32(&s, logits)
+        let ran = Instant::now();
+        let out = self.sched.read_f32(&s, logits)?;
+        self.times = StepTimes {
+            prepare: prepared - start,
+            run: ran - prepared,
+            read: ran.elapsed(),
+        };
+        Ok(out)
     }
 }

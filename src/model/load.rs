@@ -249,6 +249,11 @@ impl Model {
         self.eval.last_run()
     }
 
+    /// Where the last evaluation's time went (prepare, run, read back).
+    pub fn last_times(&self) -> super::StepTimes {
+        self.eval.last_times()
+    }
+
     /// Dispatches and submits of all backends so far (zero on the CPU).
     pub fn counters(&self) -> crate::backend::Counters {
         self.eval.counters()

@@ -56,7 +56,7 @@ mod weights;
 pub use backend::{BackendChoice, BackendInfo};
 pub use chat::{apply_chat, chatml_user_turn, is_chatml};
 pub use config::{LlamaConfig, SUPPORTED_ARCHITECTURES};
-pub use eval::Evaluator;
+pub use eval::{Evaluator, StepTimes};
 pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};
 pub use kv_cache::{KvCache, LayerCache};
 pub use load::{LoadOptions, Model, Progress, DEFAULT_N_BATCH, DEFAULT_N_CTX};
