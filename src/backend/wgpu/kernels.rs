@@ -20,7 +20,11 @@ const REDUCE_WORKGROUP: &str = include_str!("../../../wgsl/reduce_workgroup.wgsl
 const IDS_PLAIN: &str = include_str!("../../../wgsl/ids.wgsl");
 
 /// Identifies one compiled kernel.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// `body` and `defs` are compile-time constants, so they are compared and
+/// hashed by address: hashing kilobytes of WGSL on every lookup (once per
+/// dispatch) cost more host time than recording the dispatch.
+#[derive(Clone, Debug)]
 pub struct KernelKey {
     /// `<op>_<srcT>[_<dstT>][_<variant>]`, for logs.
     pub name: String,
@@ -36,6 +40,41 @@ pub struct KernelKey {
     pub reduces: bool,
     /// Invocations per workgroup (a power of two).
     pub workgroup: u32,
+}
+
+impl KernelKey {
+    fn text_ids(&self) -> (usize, usize, usize, usize) {
+        (
+            self.body.as_ptr() as usize,
+            self.body.len(),
+            self.defs.as_ptr() as usize,
+            self.defs.len(),
+        )
+    }
+}
+
+impl PartialEq for KernelKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.text_ids() == other.text_ids()
+            && self.name == other.name
+            && self.srcs == other.srcs
+            && self.dst == other.dst
+            && self.reduces == other.reduces
+            && self.workgroup == other.workgroup
+    }
+}
+
+impl Eq for KernelKey {}
+
+impl std::hash::Hash for KernelKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text_ids().hash(state);
+        self.name.hash(state);
+        self.srcs.hash(state);
+        self.dst.hash(state);
+        self.reduces.hash(state);
+        self.workgroup.hash(state);
+    }
 }
 
 /// A compiled kernel.
