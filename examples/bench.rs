@@ -137,6 +137,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
         }
         tg = Some(speed(a.n_gen, &runs));
     }
+    let copies = m.last_run();
 
     let us = |v: f64| v * 1e6 / (a.n_gen * reps).max(1) as f64;
     let name = a
@@ -153,15 +154,20 @@ fn run(a: &Args) -> wginfer::Result<()> {
             })
         };
         println!(
-            "{{\"model\": {}, \"backend\": {}, \"adapter\": {}, \"n_gpu_layers\": {}, \"splits\": {}, \
+            "{{\"model\": {}, \"backend\": {}, \"adapter\": {}, \"devices\": [{}], \"split_mode\": {}, \
+             \"n_gpu_layers\": {}, \"splits\": {}, \"decode_transfers\": {}, \"decode_transfer_bytes\": {}, \
              \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
              \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"dispatches_per_token\": {}, \
              \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"read\": {}}}}}",
             json_str(&name),
             json_str(&info.kind),
             info.adapter.as_deref().map_or("null".into(), json_str),
+            info.devices.iter().map(|d| json_str(d)).collect::<Vec<_>>().join(", "),
+            json_str(&m.split_mode().to_string()),
             m.offloaded_layers(),
             m.splits(),
+            copies.transfers,
+            copies.transfer_bytes,
             a.n_prompt,
             a.n_gen,
             sp(pp, |s| s.mean),
@@ -186,7 +192,11 @@ fn run(a: &Args) -> wginfer::Result<()> {
             }
         }
         if let Some((d, s)) = per_token {
-            println!("decode: {d:.1} dispatches and {s:.1} submits per token");
+            println!(
+                "decode: {d:.1} dispatches and {s:.1} submits per token, {} copies between backends ({:.1} KiB)",
+                copies.transfers,
+                copies.transfer_bytes as f64 / 1024.0
+            );
         }
         if tg.is_some() {
             println!(

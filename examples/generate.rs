@@ -98,15 +98,17 @@ fn run(a: &Args) -> wginfer::Result<()> {
     let t = gen.timings();
     if a.json {
         let adapter = info.adapter.as_deref().map_or("null".into(), json_str);
+        let devices: Vec<String> = info.devices.iter().map(|d| json_str(d)).collect();
         writeln!(
             out,
             "{{\"prompt_tokens\": {}, \"tokens\": {}, \"text\": {}, \"backend\": {}, \
-             \"adapter\": {adapter}, \"timings\": {{\"load_ms\": {}, \"prompt_ms\": {}, \
+             \"adapter\": {adapter}, \"devices\": [{}], \"timings\": {{\"load_ms\": {}, \"prompt_ms\": {}, \
              \"prompt_tok_s\": {}, \"decode_ms\": {}, \"decode_tok_s\": {}}}}}",
             json_ids(gen.prompt_tokens()),
             json_ids(gen.tokens()),
             json_str(&text),
             json_str(&info.kind),
+            devices.join(", "),
             json_num(t.load_ms),
             json_num(t.prompt_ms),
             json_num(t.prompt_tok_s()),

@@ -1,7 +1,8 @@
 //! Text generation on the default model against llama.cpp's references, on
 //! the CPU and on wgpu: greedy continuations, teacher-forced argmax, logits
-//! (top-1, KL, CPU vs wgpu NMSE), perplexity, a partly offloaded run, KV-cache
-//! consistency, context limits and seeded sampling.
+//! (top-1, KL, CPU vs wgpu NMSE), perplexity, a partly offloaded run, the split
+//! modes over two devices and their bad settings, KV-cache consistency, context
+//! limits and seeded sampling.
 //!
 //! The tests share one CPU and one wgpu model (each used by one test at a
 //! time through a lock).
@@ -14,7 +15,10 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use json::Json;
-use wginfer::model::{argmax, BackendChoice, GenerateOptions, LoadOptions, Model, StopReason};
+use wginfer::backend::wgpu::AdapterChoice;
+use wginfer::model::{
+    argmax, BackendChoice, GenerateOptions, LoadOptions, Model, SplitMode, StopReason,
+};
 
 /// Context of the shared model: room for every reference prompt plus its continuation.
 const N_CTX: usize = 256;
@@ -75,17 +79,28 @@ fn model() -> Option<MutexGuard<'static, Model>> {
     Some(m.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
+/// The shared models' options on wgpu.
+fn gpu_options() -> LoadOptions {
+    LoadOptions {
+        backend: BackendChoice::Wgpu,
+        n_ctx: N_CTX,
+        ..LoadOptions::default()
+    }
+}
+
 /// A model on wgpu with `n_gpu_layers`, or `None` (with a note) when no
 /// adapter opens; under CI a missing adapter fails the test.
 fn load_gpu(n_gpu_layers: Option<usize>) -> Option<Model> {
-    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    let opts = LoadOptions {
-        backend: BackendChoice::Wgpu,
-        n_ctx: N_CTX,
+    load_gpu_with(&LoadOptions {
         n_gpu_layers,
-        ..LoadOptions::default()
-    };
-    match Model::load(path, &opts) {
+        ..gpu_options()
+    })
+}
+
+/// [`load_gpu`] with any options.
+fn load_gpu_with(opts: &LoadOptions) -> Option<Model> {
+    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    match Model::load(path, opts) {
         Ok(m) => Some(m),
         Err(e) if std::env::var_os("CI").is_some() => panic!("CI needs wgpu (lavapipe): {e}"),
         Err(e) => {
@@ -401,6 +416,27 @@ fn greedy_runs(m: &mut Model) -> Vec<(Vec<u32>, Vec<f32>)> {
         .collect()
 }
 
+/// Asserts that each run of `runs` equals the reference run up to the
+/// reference's first near-tie (where rounding may pick either token).
+fn assert_same_runs(want: &[(Vec<u32>, Vec<f32>)], runs: &[(Vec<u32>, Vec<f32>)], label: &str) {
+    for (i, ((reference, margins), (got, _))) in want.iter().zip(runs).enumerate() {
+        let n = margins
+            .iter()
+            .position(|&m| m < GREEDY_MARGIN)
+            .unwrap_or(margins.len());
+        assert_eq!(
+            got[..n.min(got.len())],
+            reference[..n.min(reference.len())],
+            "prompt {i}: the {label} run differs before any near-tie"
+        );
+        eprintln!(
+            "prompt {i}: {label} agrees on the first {n} tokens (all {}: {})",
+            reference.len(),
+            reference == got
+        );
+    }
+}
+
 #[test]
 fn offloading_ten_layers_gives_the_same_tokens() {
     let Some(mut cpu) = model() else { return };
@@ -417,23 +453,127 @@ fn offloading_ten_layers_gives_the_same_tokens() {
     let Some(mut gpu) = gpu_model() else { return };
     assert_eq!(gpu.splits(), 1, "all on the GPU: one split");
     let gpu_runs = greedy_runs(&mut gpu);
-    for (i, (cpu_run, margins)) in want.iter().enumerate() {
-        // Identical up to a near-tie, where rounding may pick either.
-        let n = margins
-            .iter()
-            .position(|&m| m < GREEDY_MARGIN)
-            .unwrap_or(margins.len());
-        for (label, other) in [("mixed", &mixed_runs[i].0), ("gpu", &gpu_runs[i].0)] {
-            assert_eq!(
-                other[..n.min(other.len())],
-                cpu_run[..n.min(cpu_run.len())],
-                "prompt {i}: {label} run differs from the CPU before any near-tie"
-            );
+    assert_same_runs(&want, &mixed_runs, "mixed");
+    assert_same_runs(&want, &gpu_runs, "all-GPU");
+}
+
+/// Two devices on one adapter (lavapipe in CI).
+fn two_devices(mode: SplitMode, main_gpu: usize, tensor_split: &[f32]) -> LoadOptions {
+    LoadOptions {
+        devices: vec![AdapterChoice::Auto, AdapterChoice::Auto],
+        split_mode: mode,
+        main_gpu,
+        tensor_split: tensor_split.to_vec(),
+        ..gpu_options()
+    }
+}
+
+#[test]
+fn split_modes_over_two_devices_give_the_single_device_tokens() {
+    let Some(mut one) = gpu_model() else { return };
+    let want = greedy_runs(&mut one);
+    drop(one);
+    for (mode, main, split) in [
+        (SplitMode::None, 1, &[][..]),
+        (SplitMode::Layer, 0, &[3.0, 1.0][..]),
+        (SplitMode::Row, 0, &[][..]),
+        (SplitMode::Row, 1, &[1.0, 3.0][..]),
+    ] {
+        let label = format!("{mode} (main {main}, split {split:?})");
+        let Some(mut m) = load_gpu_with(&two_devices(mode, main, split)) else {
+            return;
+        };
+        assert_eq!(m.backend_info().devices.len(), 2);
+        let bytes = m.weight_bytes_per_backend();
+        assert_eq!(bytes[2], 0, "{label}: no weights on the CPU");
+        match mode {
+            SplitMode::None => assert_eq!(bytes[1 - main], 0, "{label}: one device holds all"),
+            _ => assert!(
+                bytes[0] > 0 && bytes[1] > 0,
+                "{label}: both hold weights {bytes:?}"
+            ),
         }
-        eprintln!(
-            "prompt {i}: cpu, mixed and gpu agree on the first {n} tokens (all {}: {})",
-            cpu_run.len(),
-            cpu_run == &mixed_runs[i].0 && cpu_run == &gpu_runs[i].0
+        let runs = greedy_runs(&mut m);
+        let copies = m.last_run().transfers;
+        match mode {
+            SplitMode::None => assert_eq!(m.splits(), 1, "{label}: one split"),
+            SplitMode::Layer => assert!(m.splits() >= 2 && copies > 0, "{label}"),
+            SplitMode::Row => assert!(
+                m.splits() > m.config().n_layer && copies > m.config().n_layer,
+                "{label}: every layer's matrices are cut ({} splits, {copies} copies)",
+                m.splits()
+            ),
+        }
+        match mode {
+            // The same kernels on the same shapes: bit-identical logits.
+            SplitMode::None | SplitMode::Layer => assert_eq!(runs, want, "{label}"),
+            // Cut matrices change the mat-vec shapes, so rounding may differ.
+            SplitMode::Row => assert_same_runs(&want, &runs, &label),
+        }
+    }
+}
+
+#[test]
+fn bad_device_settings_fail_before_any_upload() {
+    if !inputs_present() {
+        return;
+    }
+    if wginfer::backend::wgpu::list_adapters().is_empty() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs wgpu (lavapipe)");
+        return;
+    }
+    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let layer = |split: &[f32]| two_devices(SplitMode::Layer, 0, split);
+    let cases = [
+        (layer(&[1.0, 1.0, 1.0]), "3 entries for 2 devices"),
+        (layer(&[1.0, -1.0]), "not negative"),
+        (layer(&[0.0, 0.0]), "a share of zero"),
+        (
+            two_devices(SplitMode::None, 2, &[]),
+            "main GPU 2 is out of range",
+        ),
+        (
+            LoadOptions {
+                device_memory: Some(32 << 20),
+                ..layer(&[])
+            },
+            "which has 32.0 MiB",
+        ),
+        (
+            LoadOptions {
+                backend: BackendChoice::Auto,
+                ..layer(&[0.0])
+            },
+            "a share of zero",
+        ),
+        (
+            LoadOptions {
+                backend: BackendChoice::Cpu,
+                ..layer(&[])
+            },
+            "use the wgpu or auto backend",
+        ),
+    ];
+    for (opts, expected) in cases {
+        let uploaded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = uploaded.clone();
+        let opts = LoadOptions {
+            progress: Some(std::sync::Arc::new(move |_, _| {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed)
+            })),
+            ..opts
+        };
+        let err = Model::load(&path, &opts)
+            .err()
+            .unwrap_or_else(|| panic!("{opts:?} loaded"))
+            .to_string();
+        assert!(
+            err.contains(expected),
+            "{opts:?}: '{err}' lacks '{expected}'"
+        );
+        assert!(
+            !uploaded.load(std::sync::atomic::Ordering::Relaxed),
+            "{opts:?}: weights were uploaded before the error"
         );
     }
 }

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use wginfer::model::{BackendChoice, LoadOptions, Model};
+use wginfer::backend::wgpu::AdapterChoice;
+use wginfer::model::{BackendChoice, LoadOptions, Model, SplitMode};
 
 /// The model every example defaults to.
 pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -53,10 +54,36 @@ pub struct ModelArgs {
     /// the CPU; above the layer count the embedding and output go too [default: all]
     #[arg(long = "n-gpu-layers", visible_alias = "ngl")]
     pub n_gpu_layers: Option<usize>,
+    /// wgpu adapters to open, one device each, by index or name (see the
+    /// adapters example); repeat one to open several devices on it, e.g. 0,0
+    #[arg(long, value_delimiter = ',', value_parser = parse_adapter)]
+    pub devices: Vec<AdapterChoice>,
+    /// How several devices share the model: none (all on --main-gpu),
+    /// layer (whole layers) or row (each matrix cut by rows)
+    #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer", value_parser = parse_split_mode)]
+    pub split_mode: SplitMode,
+    /// The device (index into --devices) that holds everything in none mode
+    /// and what is not split in row mode
+    #[arg(long = "main-gpu", visible_alias = "mg", default_value_t = 0)]
+    pub main_gpu: usize,
+    /// Each device's proportion of the model, e.g. 3,1 [default: by device memory]
+    #[arg(long = "tensor-split", visible_alias = "ts", value_delimiter = ',')]
+    pub tensor_split: Vec<f32>,
+    /// MiB of weights and KV cache each device may hold [default: its memory]
+    #[arg(long = "device-memory-mib")]
+    pub device_memory_mib: Option<u64>,
 }
 
 fn parse_backend(s: &str) -> Result<BackendChoice, String> {
     BackendChoice::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_adapter(s: &str) -> Result<AdapterChoice, String> {
+    Ok(AdapterChoice::parse(s))
+}
+
+fn parse_split_mode(s: &str) -> Result<SplitMode, String> {
+    SplitMode::parse(s).map_err(|e| e.to_string())
 }
 
 impl ModelArgs {
@@ -73,6 +100,11 @@ impl ModelArgs {
                 n_ctx,
                 n_batch,
                 n_gpu_layers: self.n_gpu_layers,
+                devices: self.devices.clone(),
+                split_mode: self.split_mode,
+                main_gpu: self.main_gpu,
+                tensor_split: self.tensor_split.clone(),
+                device_memory: self.device_memory_mib.map(|m| m << 20),
                 progress: Some(progress_bar("loading")),
                 ..LoadOptions::default()
             },
@@ -104,11 +136,19 @@ fn fetch_default_model() -> wginfer::Result<()> {
     Ok(())
 }
 
-/// "backend wgpu (adapter), 10/30 layers offloaded, 3 splits" for logs.
+/// "backend wgpu (adapter), 10/30 layers offloaded, 3 splits" for logs;
+/// several devices are listed with the split mode.
 pub fn placement_note(model: &Model) -> String {
     let info = model.backend_info();
     let mut s = format!("backend {}", info.kind);
-    if let Some(a) = &info.adapter {
+    if info.devices.len() > 1 {
+        s += &format!(
+            " ({} devices: {}; split {})",
+            info.devices.len(),
+            info.devices.join(", "),
+            model.split_mode()
+        );
+    } else if let Some(a) = &info.adapter {
         s += &format!(" ({a})");
     }
     if info.kind != "cpu" {

@@ -57,6 +57,12 @@ pub trait Backend: Send + Sync {
     /// Largest buffer [`Backend::alloc_buffer`] can return.
     fn max_buffer_size(&self) -> usize;
 
+    /// Bytes of memory this backend may fill, when it knows (a GPU's local
+    /// memory, or the budget it was opened with); `None` means unknown.
+    fn memory(&self) -> Option<usize> {
+        None
+    }
+
     /// Allocates `size` bytes. Failure is an [`crate::Error::OutOfMemory`], never a panic.
     fn alloc_buffer(&self, size: usize, usage: BufferUsage) -> Result<BufferHandle>;
 

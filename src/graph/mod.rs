@@ -202,6 +202,13 @@ impl Graph {
         Ok(self.push(name.to_string(), Op::Input, vec![], layout))
     }
 
+    /// An uninitialised contiguous tensor for later ops to write into
+    /// through views (see [`Op::Empty`]).
+    pub fn empty(&mut self, name: &str, dtype: DType, ne: &[usize]) -> Result<TensorId> {
+        let layout = Layout::contiguous(dtype, shape4(ne)?)?;
+        Ok(self.push(name.to_string(), Op::Empty, vec![], layout))
+    }
+
     /// The node that owns the bytes of `id`, and the byte offset of `id` in them.
     pub fn storage_root(&self, id: TensorId) -> (TensorId, usize) {
         let (mut cur, mut offset) = (id, 0);

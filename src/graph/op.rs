@@ -59,6 +59,10 @@ pub enum Op {
     Input,
     /// A window into `src[0]`'s bytes: view, reshape, permute, transpose. Costs nothing.
     View,
+    /// Uninitialised storage that later ops fill through views of it (`cpy`
+    /// into a window), like `ggml_new_tensor`. Computes nothing; unlike an
+    /// input its bytes are reused once its last reader has run.
+    Empty,
     /// A copy of `src[0]`'s bytes (same layout) on another backend: the
     /// scheduler fills it before the split that reads it; backends compute nothing.
     Transfer,
@@ -113,6 +117,7 @@ impl Op {
         match self {
             Op::Input => "input",
             Op::View => "view",
+            Op::Empty => "empty",
             Op::Transfer => "transfer",
             Op::Add => "add",
             Op::Mul => "mul",
@@ -133,6 +138,6 @@ impl Op {
 
     /// Whether the node computes nothing (its bytes come from elsewhere).
     pub fn is_passive(&self) -> bool {
-        matches!(self, Op::Input | Op::View | Op::Transfer)
+        matches!(self, Op::Input | Op::View | Op::Empty | Op::Transfer)
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::wgpu::{WgpuBackend, WgpuOptions};
+use crate::backend::wgpu::{AdapterChoice, WgpuBackend, WgpuOptions};
 use crate::backend::Backend;
 use crate::{Error, Result};
 
@@ -55,40 +55,70 @@ impl BackendChoice {
 pub struct BackendInfo {
     /// `"wgpu"`, `"cpu"` or, for a custom backend, its name.
     pub kind: String,
-    /// The wgpu adapter's name (`None` on the CPU).
+    /// The main wgpu device's adapter name (`None` on the CPU).
     pub adapter: Option<String>,
+    /// Every GPU device in use, by adapter name, in `devices` order.
+    pub devices: Vec<String>,
     /// Why `auto` did not pick wgpu, when it did not.
     pub note: Option<String>,
 }
 
-/// Opened backends, in the scheduler's priority order (the CPU last), and
-/// what to report about them.
+/// Opened backends, in the scheduler's priority order: the GPUs, then the
+/// CPU last; and what to report about them.
 pub(crate) struct Opened {
     pub backends: Vec<Arc<dyn Backend>>,
+    /// How many of `backends` are GPUs (all but the CPU).
+    pub n_gpus: usize,
     pub info: BackendInfo,
 }
 
 pub(crate) fn open_cpu(note: Option<String>) -> Opened {
     Opened {
         backends: vec![Arc::new(CpuBackend::new())],
+        n_gpus: 0,
         info: BackendInfo {
             kind: "cpu".into(),
             adapter: None,
+            devices: Vec::new(),
             note,
         },
     }
 }
 
-/// wgpu first, the CPU behind it for ops the device declines and for layers
-/// that are not offloaded.
-pub(crate) fn open_wgpu() -> Result<Opened> {
-    let backend = WgpuBackend::new(&WgpuOptions::default())?;
-    let adapter = backend.adapter().name.clone();
+/// A wgpu device on each adapter of `devices` (the default one when empty),
+/// the CPU behind them for ops the devices decline and for layers that are
+/// not offloaded. `main` names the device reported as the adapter.
+pub(crate) fn open_wgpu(
+    devices: &[AdapterChoice],
+    main: usize,
+    memory_limit: Option<u64>,
+) -> Result<Opened> {
+    let default = [AdapterChoice::Auto];
+    let choices = if devices.is_empty() {
+        &default[..]
+    } else {
+        devices
+    };
+    let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(choices.len() + 1);
+    let mut names = Vec::with_capacity(choices.len());
+    for adapter in choices {
+        let backend = WgpuBackend::new(&WgpuOptions {
+            adapter: adapter.clone(),
+            memory_limit,
+            ..WgpuOptions::default()
+        })?;
+        names.push(backend.adapter().name.clone());
+        backends.push(Arc::new(backend));
+    }
+    let n_gpus = backends.len();
+    backends.push(Arc::new(CpuBackend::new()));
     Ok(Opened {
-        backends: vec![Arc::new(backend), Arc::new(CpuBackend::new())],
+        backends,
+        n_gpus,
         info: BackendInfo {
             kind: "wgpu".into(),
-            adapter: Some(adapter),
+            adapter: names.get(main).or(names.first()).cloned(),
+            devices: names,
             note: None,
         },
     })
@@ -97,9 +127,11 @@ pub(crate) fn open_wgpu() -> Result<Opened> {
 pub(crate) fn open_custom(backend: &Arc<dyn Backend>) -> Opened {
     Opened {
         backends: vec![backend.clone(), Arc::new(CpuBackend::new())],
+        n_gpus: 1,
         info: BackendInfo {
             kind: backend.name().to_string(),
             adapter: None,
+            devices: Vec::new(),
             note: None,
         },
     }

@@ -45,6 +45,11 @@ impl std::fmt::Debug for Evaluator {
 }
 
 impl Evaluator {
+    /// Backends the scheduler holds.
+    pub fn n_backends(&self) -> usize {
+        self.sched.backends().len()
+    }
+
     /// Schedules the largest graph a context runs (`n_batch` tokens ending at
     /// the last cache position, last logits only), logs where its nodes went
     /// and allocates the arenas it needs.

@@ -59,6 +59,70 @@ pub fn expected_weights(c: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
     out
 }
 
+/// The products `W x` of layer `il`'s weights `names` (e.g. `attn_q`) with
+/// `x`; see [`products`].
+fn project<const N: usize>(
+    g: &mut Graph,
+    w: &Weights,
+    il: usize,
+    names: [&str; N],
+    x: TensorId,
+    home: usize,
+) -> Result<[TensorId; N]> {
+    let names = names.map(|n| format!("blk.{il}.{n}.weight"));
+    let out = products(g, w, &names, x, home)?;
+    out.try_into()
+        .map_err(|_| Error::invalid("a projection lost a product"))
+}
+
+/// `W x` for every weight in `names`, all reading `x`. A weight cut by rows
+/// (row split mode) is multiplied part by part where each part lives, and
+/// the partial products are copied into one tensor on `home`, the backend of
+/// the unsplit weights around them. Products away from `home` are built
+/// first, so each device runs one split per group and the gathers follow
+/// the `home` products.
+fn products(
+    g: &mut Graph,
+    w: &Weights,
+    names: &[String],
+    x: TensorId,
+    home: usize,
+) -> Result<Vec<TensorId>> {
+    // (backend, name index, weight part, first row), away from home first,
+    // grouped by device.
+    let mut parts = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        let ids = w.parts(g, name)?;
+        for (id, part) in ids.into_iter().zip(&w.get(name)?.parts) {
+            parts.push((w.part_backend(part)?, k, id, part.rows.start));
+        }
+    }
+    parts.sort_by_key(|&(b, k, _, _)| (b == home, b, k));
+    let mut products: Vec<Vec<(TensorId, usize)>> = vec![Vec::new(); names.len()];
+    for (_, k, id, row0) in parts {
+        products[k].push((g.mul_mat(id, x)?, row0));
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for (name, mut pieces) in names.iter().zip(products) {
+        if let [(whole, _)] = pieces[..] {
+            out.push(whole);
+            continue;
+        }
+        pieces.sort_by_key(|p| p.1);
+        let (n_rows, n_cols) = (w.get(name)?.layout.ne[1], g.layout(x).ne[1]);
+        let full = g.empty(&format!("{name}*x"), DType::F32, &[n_rows, n_cols])?;
+        let row_stride = g.layout(full).nb[1];
+        let f32_bytes = DType::F32.block_bytes();
+        for (piece, row0) in pieces {
+            let rows = g.layout(piece).ne[0];
+            let dst = g.view(full, &[rows, n_cols], &[row_stride], row0 * f32_bytes)?;
+            g.cpy(piece, dst)?;
+        }
+        out.push(full);
+    }
+    Ok(out)
+}
+
 /// Builds the graph of `batch`.
 pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result<StepGraph> {
     let Batch {
@@ -97,12 +161,8 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
         let norm = g.rms_norm(inp_l, c.rms_eps)?;
         let attn_norm = wt(&mut g, "attn_norm")?;
         let cur = g.mul(norm, attn_norm)?;
-        let wq = wt(&mut g, "attn_q")?;
-        let wk = wt(&mut g, "attn_k")?;
-        let wv = wt(&mut g, "attn_v")?;
-        let q = g.mul_mat(wq, cur)?;
-        let k = g.mul_mat(wk, cur)?;
-        let v = g.mul_mat(wv, cur)?;
+        let home = w.home(&format!("blk.{il}.attn_norm.weight"))?;
+        let [q, k, v] = project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], cur, home)?;
         let q = g.reshape(q, &[hd, n_head, n])?;
         let k = g.reshape(k, &[hd, n_head_kv, n])?;
         let q = g.rope(q, positions, c.rope)?;
@@ -142,8 +202,7 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
         let merged = g.permute(kqv, [0, 2, 1, 3])?;
         let merged = g.cont(merged)?;
         let merged = g.reshape(merged, &[c.n_embd_q(), n])?;
-        let wo = wt(&mut g, "attn_output")?;
-        let attn_out = g.mul_mat(wo, merged)?;
+        let [attn_out] = project(&mut g, w, il, ["attn_output"], merged, home)?;
         let ffn_inp = g.add(attn_out, inp_sa)?;
         g.set_name(ffn_inp, format!("ffn_inp-{il}"))?;
 
@@ -151,14 +210,10 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
         let norm = g.rms_norm(ffn_inp, c.rms_eps)?;
         let ffn_norm = wt(&mut g, "ffn_norm")?;
         let cur = g.mul(norm, ffn_norm)?;
-        let w_gate = wt(&mut g, "ffn_gate")?;
-        let w_up = wt(&mut g, "ffn_up")?;
-        let w_down = wt(&mut g, "ffn_down")?;
-        let gate = g.mul_mat(w_gate, cur)?;
+        let [gate, up] = project(&mut g, w, il, ["ffn_gate", "ffn_up"], cur, home)?;
         let gate = g.silu(gate)?;
-        let up = g.mul_mat(w_up, cur)?;
         let cur = g.mul(gate, up)?;
-        let down = g.mul_mat(w_down, cur)?;
+        let [down] = project(&mut g, w, il, ["ffn_down"], cur, home)?;
         inp_l = g.add(down, ffn_inp)?;
         g.set_name(inp_l, format!("l_out-{il}"))?;
     }
@@ -173,12 +228,12 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
     let norm = g.rms_norm(cur, c.rms_eps)?;
     let out_norm = w.input(&mut g, "output_norm.weight")?;
     let cur = g.mul(norm, out_norm)?;
-    let output = if c.tied_output {
-        tok_embd
+    let logits = if c.tied_output {
+        g.mul_mat(tok_embd, cur)?
     } else {
-        w.input(&mut g, "output.weight")?
+        let home = w.home("output_norm.weight")?;
+        products(&mut g, w, &["output.weight".to_string()], cur, home)?[0]
     };
-    let logits = g.mul_mat(output, cur)?;
     g.set_name(logits, "result_output")?;
     g.set_output(logits)?;
     Ok(StepGraph {

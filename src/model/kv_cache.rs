@@ -49,23 +49,12 @@ impl KvCache {
         n_embd_kv: usize,
         dtype: DType,
     ) -> Result<KvCache> {
-        if !matches!(dtype, DType::F16 | DType::F32) {
-            return Err(Error::invalid(format!(
-                "a KV cache of {dtype}: f16 or f32 expected"
-            )));
-        }
-        let half = n_ctx
-            .checked_mul(n_embd_kv)
-            .and_then(|n| n.checked_mul(dtype.block_bytes()))
-            .ok_or_else(|| Error::invalid(format!("a KV cache of {n_ctx} x {n_embd_kv}")))?;
         let align = layer_backends
             .iter()
             .map(|b| b.alignment())
             .max()
-            .unwrap_or(1)
-            .max(1);
-        let v_offset = half.div_ceil(align) * align;
-        let layer_bytes = v_offset + half;
+            .unwrap_or(1);
+        let (v_offset, layer_bytes) = Self::layer_layout(n_ctx, n_embd_kv, dtype, align)?;
         let layers = layer_backends
             .iter()
             .map(|b| b.alloc_buffer(layer_bytes, BufferUsage::Compute))
@@ -78,6 +67,27 @@ impl KvCache {
             n_ctx,
             n_embd_kv,
         })
+    }
+
+    /// Bytes of one layer's K and V, V starting at an `align`ed offset:
+    /// `(v_offset, layer_bytes)`.
+    pub fn layer_layout(
+        n_ctx: usize,
+        n_embd_kv: usize,
+        dtype: DType,
+        align: usize,
+    ) -> Result<(usize, usize)> {
+        if !matches!(dtype, DType::F16 | DType::F32) {
+            return Err(Error::invalid(format!(
+                "a KV cache of {dtype}: f16 or f32 expected"
+            )));
+        }
+        let half = n_ctx
+            .checked_mul(n_embd_kv)
+            .and_then(|n| n.checked_mul(dtype.block_bytes()))
+            .ok_or_else(|| Error::invalid(format!("a KV cache of {n_ctx} x {n_embd_kv}")))?;
+        let v_offset = half.div_ceil(align.max(1)) * align.max(1);
+        Ok((v_offset, v_offset + half))
     }
 
     /// Positions the cache holds.

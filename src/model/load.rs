@@ -10,8 +10,9 @@ use super::config::LlamaConfig;
 use super::eval::Evaluator;
 use super::graph::expected_weights;
 use super::kv_cache::KvCache;
-use super::placement::LayerPlacement;
+use super::placement::{GpuSplit, LayerPlacement, SplitMode};
 use super::weights::Weights;
+use crate::backend::wgpu::AdapterChoice;
 use crate::backend::Backend;
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
@@ -43,6 +44,22 @@ pub struct LoadOptions {
     /// token embedding and output, which also go to the GPU for any value
     /// above the layer count. Ignored on the CPU backend.
     pub n_gpu_layers: Option<usize>,
+    /// wgpu adapters to open, one device (buffers and queue) each; an
+    /// adapter may repeat to open several devices on it. Empty is the
+    /// default adapter. Only for the `wgpu` and `auto` backends.
+    pub devices: Vec<AdapterChoice>,
+    /// How several devices share the model (llama.cpp's `--split-mode`).
+    pub split_mode: SplitMode,
+    /// The device, an index into `devices`, that holds everything in `none`
+    /// mode and what is not split in `row` mode (llama.cpp's `--main-gpu`).
+    pub main_gpu: usize,
+    /// Each device's proportion of the model, e.g. `[3.0, 1.0]` (llama.cpp's
+    /// `--tensor-split`); missing entries are 0; empty follows each
+    /// device's memory.
+    pub tensor_split: Vec<f32>,
+    /// Bytes of weights and KV cache a model may plan on each device
+    /// (default: the device's local memory, where the driver reports it).
+    pub device_memory: Option<u64>,
     /// Weight-upload progress.
     pub progress: Option<Progress>,
 }
@@ -55,6 +72,11 @@ impl Default for LoadOptions {
             n_batch: 0,
             kv_type: DType::F16,
             n_gpu_layers: None,
+            devices: Vec::new(),
+            split_mode: SplitMode::default(),
+            main_gpu: 0,
+            tensor_split: Vec::new(),
+            device_memory: None,
             progress: None,
         }
     }
@@ -68,6 +90,11 @@ impl std::fmt::Debug for LoadOptions {
             .field("n_batch", &self.n_batch)
             .field("kv_type", &self.kv_type)
             .field("n_gpu_layers", &self.n_gpu_layers)
+            .field("devices", &self.devices)
+            .field("split_mode", &self.split_mode)
+            .field("main_gpu", &self.main_gpu)
+            .field("tensor_split", &self.tensor_split)
+            .field("device_memory", &self.device_memory)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -82,6 +109,7 @@ pub struct Model {
     pub(super) eval: Evaluator,
     info: BackendInfo,
     offloaded_layers: usize,
+    split: GpuSplit,
     load_ms: f64,
 }
 
@@ -118,6 +146,7 @@ struct Parts {
     kv: KvCache,
     eval: Evaluator,
     offloaded_layers: usize,
+    split: GpuSplit,
 }
 
 fn load_parts(
@@ -137,12 +166,22 @@ fn load_parts(
         0 => DEFAULT_N_BATCH,
         n => n,
     };
-    let place = LayerPlacement::new(c.n_layer, opts.n_gpu_layers, backends.len());
-    let weights = Weights::plan(file, backends, &|name| place.tensor(name))?.upload(
-        file,
-        backends,
-        &mut report,
-    )?;
+    let n_gpus = opened.n_gpus;
+    let split = if n_gpus <= 1 && opts.main_gpu == 0 && opts.tensor_split.len() <= 1 {
+        GpuSplit::single()
+    } else {
+        let capacity: Vec<Option<usize>> = backends[..n_gpus].iter().map(|b| b.memory()).collect();
+        GpuSplit::new(
+            opts.split_mode,
+            opts.main_gpu,
+            &opts.tensor_split,
+            &capacity,
+        )?
+    };
+    let place = LayerPlacement::new(c.n_layer, opts.n_gpu_layers, c.tied_output, n_gpus, &split);
+    let weights = Weights::plan(file, backends, &|name, rows| place.tensor(name, rows))?;
+    check_fits(c, &weights, &place, backends, n_ctx, opts.kv_type)?;
+    let weights = weights.upload(file, backends, &mut report)?;
     let layer_backends: Vec<&dyn Backend> = (0..c.n_layer)
         .map(|il| backends[place.layer(il)].as_ref())
         .collect();
@@ -153,7 +192,49 @@ fn load_parts(
         kv,
         eval,
         offloaded_layers: place.offloaded_layers(),
+        split,
     })
+}
+
+/// Checks, before anything is uploaded, that each backend's share of the
+/// weights and KV cache fits the memory it reports (the compute arena,
+/// sized later, comes on top).
+fn check_fits(
+    c: &LlamaConfig,
+    weights: &Weights,
+    place: &LayerPlacement,
+    backends: &[Arc<dyn Backend>],
+    n_ctx: usize,
+    kv_type: DType,
+) -> Result<()> {
+    let align = backends.iter().map(|b| b.alignment()).max().unwrap_or(1);
+    let (_, kv_layer) = KvCache::layer_layout(n_ctx, c.n_embd_kv(), kv_type, align)?;
+    let mut need = weights.bytes_per_backend(backends.len());
+    for il in 0..c.n_layer {
+        need[place.layer(il)] += kv_layer;
+    }
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    for (i, (backend, &need)) in backends.iter().zip(&need).enumerate() {
+        log::info!(
+            "{} (backend {i}): {:.1} MiB of weights and KV cache",
+            backend.name(),
+            mib(need)
+        );
+        match backend.memory() {
+            Some(have) if need > have => {
+                return Err(Error::OutOfMemory(format!(
+                    "the model needs {:.1} MiB of weights and KV cache on device {i} ({}), \
+                     which has {:.1} MiB: offload fewer layers (--n-gpu-layers), shorten the \
+                     context, change --tensor-split or add devices",
+                    mib(need),
+                    backend.name(),
+                    mib(have)
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 impl Model {
@@ -177,13 +258,18 @@ impl Model {
             n => n,
         };
         let (opened, parts) = match &opts.backend {
+            BackendChoice::Cpu | BackendChoice::Custom(_) if !opts.devices.is_empty() => {
+                return Err(Error::invalid(
+                    "devices name wgpu adapters: use the wgpu or auto backend",
+                ))
+            }
             BackendChoice::Cpu => {
                 let o = open_cpu(None);
                 let p = load_parts(&file, &config, &o, n_ctx, opts)?;
                 (o, p)
             }
             BackendChoice::Wgpu => {
-                let o = open_wgpu()?;
+                let o = open_wgpu(&opts.devices, opts.main_gpu, opts.device_memory)?;
                 let p = load_parts(&file, &config, &o, n_ctx, opts)?;
                 (o, p)
             }
@@ -193,12 +279,22 @@ impl Model {
                 (o, p)
             }
             BackendChoice::Auto => {
-                let tried = open_wgpu().and_then(|o| {
+                let opened = open_wgpu(&opts.devices, opts.main_gpu, opts.device_memory);
+                let tried = opened.and_then(|o| {
                     let p = load_parts(&file, &config, &o, n_ctx, opts)?;
                     Ok((o, p))
                 });
+                // Settings for several devices are the user's intent: their
+                // errors surface instead of a quiet run on the CPU.
+                let multi_device = !opts.devices.is_empty()
+                    || !opts.tensor_split.is_empty()
+                    || opts.main_gpu != 0
+                    || opts.device_memory.is_some();
                 match tried {
                     Ok(done) => done,
+                    Err(e) if multi_device || matches!(e, Error::InvalidArgument(_)) => {
+                        return Err(e)
+                    }
                     Err(e) => {
                         let o = open_cpu(Some(format!("wgpu not used ({e}); running on the CPU")));
                         let p = load_parts(&file, &config, &o, n_ctx, opts)?;
@@ -214,6 +310,7 @@ impl Model {
             kv: parts.kv,
             eval: parts.eval,
             offloaded_layers: parts.offloaded_layers,
+            split: parts.split,
             info: opened.info,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
         })
@@ -237,6 +334,23 @@ impl Model {
     /// Layers whose weights and cache are on the GPU (0 on the CPU backend).
     pub fn offloaded_layers(&self) -> usize {
         self.offloaded_layers
+    }
+
+    /// How the model is spread over the GPUs: split mode, main GPU and each
+    /// GPU's share.
+    pub fn gpu_split(&self) -> &GpuSplit {
+        &self.split
+    }
+
+    /// The split mode in use (`none` with a single device).
+    pub fn split_mode(&self) -> SplitMode {
+        self.split.mode()
+    }
+
+    /// Bytes of weights on each backend (the GPUs in `devices` order, then
+    /// the CPU).
+    pub fn weight_bytes_per_backend(&self) -> Vec<usize> {
+        self.weights.bytes_per_backend(self.eval.n_backends())
     }
 
     /// Splits of the largest graph: 1 when it runs on one backend.

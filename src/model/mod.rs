@@ -36,6 +36,27 @@
 //! # }
 //! ```
 //!
+//! Two GPUs, layers split 3:1 (or one GPU twice: an adapter may repeat):
+//!
+//! ```no_run
+//! use wginfer::backend::wgpu::AdapterChoice;
+//! use wginfer::model::{LoadOptions, Model, SplitMode};
+//!
+//! # fn main() -> wginfer::Result<()> {
+//! let model = Model::load(
+//!     "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+//!     &LoadOptions {
+//!         devices: vec![AdapterChoice::Index(0), AdapterChoice::Index(1)],
+//!         split_mode: SplitMode::Layer,
+//!         tensor_split: vec![3.0, 1.0],
+//!         ..LoadOptions::default()
+//!     },
+//! )?;
+//! println!("weights per device: {:?}", model.weight_bytes_per_backend());
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Lower down, [`Model::eval`] gives the logits of a batch of tokens at
 //! given positions, and [`graph::build`] the graph itself.
 
@@ -61,5 +82,6 @@ pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};
 pub use kv_cache::{KvCache, LayerCache};
 pub use load::{LoadOptions, Model, Progress, DEFAULT_N_BATCH, DEFAULT_N_CTX};
 pub use perplexity::Perplexity;
+pub use placement::{GpuSplit, Home, LayerPlacement, SplitMode};
 pub use sampler::{argmax, Sampler, SamplerOptions};
-pub use weights::{Weight, Weights};
+pub use weights::{Weight, WeightPart, Weights};

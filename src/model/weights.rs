@@ -3,8 +3,10 @@
 //! from the memory map in bounded chunks.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
+use super::placement::Home;
 use crate::backend::{Backend, BufferHandle, BufferUsage};
 use crate::gguf::GgufFile;
 use crate::graph::{Graph, TensorData, TensorId};
@@ -15,15 +17,48 @@ use crate::{Error, Result};
 /// of 4 so every chunk but a tensor's last stays word-aligned for GPU copies.
 const UPLOAD_CHUNK: usize = 4 << 20;
 
-/// Where one weight lives.
+/// One piece of a weight on one backend: rows `rows` (of dimension 1) of
+/// the tensor, all of them unless row mode cut it.
 #[derive(Clone, Debug)]
-pub struct Weight {
+pub struct WeightPart {
     /// Index into [`Weights::buffers`].
     pub buffer: usize,
     /// Byte offset in that buffer (a multiple of the backend's alignment).
     pub offset: usize,
-    /// Type and shape, as in the file.
+    /// The rows this part holds.
+    pub rows: Range<usize>,
+}
+
+/// Where one weight lives.
+#[derive(Clone, Debug)]
+pub struct Weight {
+    /// Type and shape of the whole tensor, as in the file.
     pub layout: Layout,
+    /// Its pieces, in row order: one unless it is split by rows.
+    pub parts: Vec<WeightPart>,
+}
+
+impl Weight {
+    /// The layout of one part: the whole tensor's, with its rows only.
+    pub fn part_layout(&self, part: &WeightPart) -> Result<Layout> {
+        if self.parts.len() == 1 {
+            return Ok(self.layout);
+        }
+        let mut ne = self.layout.ne;
+        ne[1] = part.rows.len();
+        Layout::contiguous(self.layout.dtype, ne)
+    }
+
+    /// The file bytes of `part`.
+    fn part_bytes(&self, part: &WeightPart) -> Range<usize> {
+        match self.parts.len() {
+            1 => 0..self.layout.span_bytes(),
+            _ => {
+                let row = self.layout.nb[1];
+                part.rows.start * row..part.rows.end * row
+            }
+        }
+    }
 }
 
 /// One weight buffer: the backend (an index into the backends the weights
@@ -57,23 +92,62 @@ fn round_up(n: usize, align: usize) -> usize {
     n.div_ceil(align) * align
 }
 
+/// Packs pieces into buffers, one open buffer per backend.
+struct Packer<'a> {
+    backends: &'a [Arc<dyn Backend>],
+    slots: Vec<Slot>,
+    open: Vec<Option<usize>>,
+}
+
+impl Packer<'_> {
+    /// A buffer index and offset for `size` bytes of tensor `name` on backend `b`.
+    fn place(&mut self, name: &str, b: usize, size: usize) -> Result<(usize, usize)> {
+        let backend = &self.backends[b];
+        let (align, cap) = (backend.alignment().max(1), backend.max_buffer_size());
+        if size > cap {
+            return Err(Error::OutOfMemory(format!(
+                "tensor '{name}' ({size} bytes) exceeds the {cap}-byte buffer limit of {}",
+                backend.name()
+            )));
+        }
+        let buffer = match self.open[b] {
+            Some(i) if round_up(self.slots[i].size, align) + size <= cap => i,
+            _ => {
+                self.slots.push(Slot {
+                    backend: b,
+                    size: 0,
+                });
+                self.open[b] = Some(self.slots.len() - 1);
+                self.slots.len() - 1
+            }
+        };
+        let offset = round_up(self.slots[buffer].size, align);
+        self.slots[buffer].size = offset + size;
+        Ok((buffer, offset))
+    }
+}
+
 impl Weights {
-    /// Places every tensor of `file` on the backend `place(name)` picks (an
-    /// index into `backends`), packed into buffers of at most that backend's
-    /// buffer size, without allocating anything. A tensor larger than its
-    /// backend's buffer limit goes to the last backend (the CPU) instead. A
-    /// tensor of a type wginfer does not compute with is an error naming it.
+    /// Places every tensor of `file` where `place(name, rows)` says (backend
+    /// indices into `backends`, whole or cut by rows), packed into buffers of
+    /// at most each backend's buffer size, without allocating anything. A
+    /// piece larger than its backend's buffer limit goes to the last backend
+    /// (the CPU) instead. A tensor of a type wginfer does not compute with
+    /// is an error naming it.
     pub fn plan(
         file: &GgufFile,
         backends: &[Arc<dyn Backend>],
-        place: &dyn Fn(&str) -> usize,
+        place: &dyn Fn(&str, usize) -> Home,
     ) -> Result<Weights> {
         let fallback = backends
             .len()
             .checked_sub(1)
             .ok_or_else(|| Error::invalid("weights need a backend to live on"))?;
-        let mut slots: Vec<Slot> = Vec::new();
-        let mut open: Vec<Option<usize>> = vec![None; backends.len()];
+        let mut packer = Packer {
+            backends,
+            slots: Vec::new(),
+            open: vec![None; backends.len()],
+        };
         let mut tensors = HashMap::new();
         for info in file.tensors() {
             let layout = Layout::contiguous(info.dtype()?, info.ne)?;
@@ -87,53 +161,50 @@ impl Weights {
                     info.type_name()
                 )));
             }
-            let mut b = place(&info.name).min(fallback);
-            if info.size > backends[b].max_buffer_size() && b != fallback {
-                log::warn!(
-                    "tensor '{}' ({} bytes) exceeds the buffer limit of {}; it stays on {}",
-                    info.name,
-                    info.size,
-                    backends[b].name(),
-                    backends[fallback].name()
-                );
-                b = fallback;
-            }
-            let (align, cap) = (
-                backends[b].alignment().max(1),
-                backends[b].max_buffer_size(),
-            );
-            if info.size > cap {
-                return Err(Error::OutOfMemory(format!(
-                    "tensor '{}' ({} bytes) exceeds the {}-byte buffer limit of {}",
-                    info.name,
-                    info.size,
-                    cap,
-                    backends[b].name()
-                )));
-            }
-            let buffer = match open[b] {
-                Some(i) if round_up(slots[i].size, align) + info.size <= cap => i,
-                _ => {
-                    slots.push(Slot {
-                        backend: b,
-                        size: 0,
-                    });
-                    open[b] = Some(slots.len() - 1);
-                    slots.len() - 1
+            let pieces = match place(&info.name, info.ne[1]) {
+                Home::On(b) => vec![(b, 0..info.ne[1])],
+                Home::Rows(_) if info.ne[2] * info.ne[3] != 1 => {
+                    return Err(Error::invalid(format!(
+                        "tensor '{}' of shape {:?} cannot be split by rows: it is not a matrix",
+                        info.name,
+                        info.shape()
+                    )))
                 }
+                Home::Rows(rows) => rows,
             };
-            let offset = round_up(slots[buffer].size, align);
-            slots[buffer].size = offset + info.size;
-            let w = Weight {
-                buffer,
-                offset,
+            let (row_bytes, whole) = (layout.nb[1], pieces.len() == 1);
+            let mut weight = Weight {
                 layout,
+                parts: Vec::with_capacity(pieces.len()),
             };
-            tensors.insert(info.name.clone(), w);
+            for (b, rows) in pieces {
+                let size = if whole {
+                    info.size
+                } else {
+                    rows.len() * row_bytes
+                };
+                let mut b = b.min(fallback);
+                if size > backends[b].max_buffer_size() && b != fallback {
+                    log::warn!(
+                        "tensor '{}' ({size} bytes) exceeds the buffer limit of {}; it stays on {}",
+                        info.name,
+                        backends[b].name(),
+                        backends[fallback].name()
+                    );
+                    b = fallback;
+                }
+                let (buffer, offset) = packer.place(&info.name, b, size)?;
+                weight.parts.push(WeightPart {
+                    buffer,
+                    offset,
+                    rows,
+                });
+            }
+            tensors.insert(info.name.clone(), weight);
         }
         Ok(Weights {
             buffers: Vec::new(),
-            slots,
+            slots: packer.slots,
             tensors,
             bytes: file.tensors().iter().map(|i| i.size).sum(),
         })
@@ -173,12 +244,18 @@ impl Weights {
         progress(0, total);
         for info in file.tensors() {
             let w = self.get(&info.name)?;
-            let buffer = self.buffer(w)?;
-            let to = backend(&self.slots[w.buffer])?;
-            for (i, chunk) in file.tensor_data(info).chunks(UPLOAD_CHUNK).enumerate() {
-                to.write_buffer(buffer, w.offset + i * UPLOAD_CHUNK, chunk)?;
-                done += chunk.len();
-                progress(done, total);
+            let data = file.tensor_data(info);
+            for part in &w.parts {
+                let buffer = self.buffer(part)?;
+                let to = backend(&self.slots[part.buffer])?;
+                let bytes = data.get(w.part_bytes(part)).ok_or_else(|| {
+                    Error::invalid(format!("tensor '{}' is shorter than its rows", info.name))
+                })?;
+                for (i, chunk) in bytes.chunks(UPLOAD_CHUNK).enumerate() {
+                    to.write_buffer(buffer, part.offset + i * UPLOAD_CHUNK, chunk)?;
+                    done += chunk.len();
+                    progress(done, total);
+                }
             }
         }
         for b in backends {
@@ -194,12 +271,12 @@ impl Weights {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Weights> {
         let backends = [backend];
-        Weights::plan(file, &backends, &|_| 0)?.upload(file, &backends, progress)
+        Weights::plan(file, &backends, &|_, _| Home::On(0))?.upload(file, &backends, progress)
     }
 
-    fn buffer(&self, w: &Weight) -> Result<&BufferHandle> {
+    fn buffer(&self, part: &WeightPart) -> Result<&BufferHandle> {
         self.buffers
-            .get(w.buffer)
+            .get(part.buffer)
             .ok_or_else(|| Error::invalid("the weights are planned but not uploaded"))
     }
 
@@ -220,6 +297,23 @@ impl Weights {
             .ok_or_else(|| Error::invalid(format!("the model has no tensor '{name}'")))
     }
 
+    /// The backend (an index into the planned backends) of one part.
+    pub fn part_backend(&self, part: &WeightPart) -> Result<usize> {
+        self.slots
+            .get(part.buffer)
+            .map(|s| s.backend)
+            .ok_or_else(|| Error::invalid("a weight part names no buffer"))
+    }
+
+    /// The backend of the tensor `name` (of its first part, if it is split).
+    pub fn home(&self, name: &str) -> Result<usize> {
+        let part =
+            self.get(name)?.parts.first().ok_or_else(|| {
+                Error::invalid(format!("tensor '{name}' has no part on any backend"))
+            })?;
+        self.part_backend(part)
+    }
+
     /// Checks that `name` exists with shape `ne` (ggml order, padded with ones).
     pub fn expect_shape(&self, name: &str, ne: &[usize]) -> Result<()> {
         let have = self.get(name)?.layout.ne;
@@ -233,19 +327,42 @@ impl Weights {
     }
 
     /// Adds `name` to `g` as an input bound to its bytes on the backend
-    /// (unbound when the weights are only planned).
+    /// (unbound when the weights are only planned); a weight split by rows
+    /// is an error (see [`Weights::parts`]).
     pub fn input(&self, g: &mut Graph, name: &str) -> Result<TensorId> {
-        let w = self.get(name)?;
-        let ne = w.layout.ne;
-        let id = g.input(name, w.layout.dtype, &ne)?;
-        if let Some(buffer) = self.buffers.get(w.buffer) {
-            let data = TensorData {
-                buffer: buffer.clone(),
-                offset: w.offset,
-            };
-            g.bind(id, data)?;
+        match self.parts(g, name)?[..] {
+            [one] => Ok(one),
+            _ => Err(Error::invalid(format!(
+                "tensor '{name}' is split by rows; its parts are separate tensors"
+            ))),
         }
-        Ok(id)
+    }
+
+    /// Adds each part of `name` to `g` as an input (one for a whole tensor),
+    /// in row order, bound like [`Weights::input`].
+    pub fn parts(&self, g: &mut Graph, name: &str) -> Result<Vec<TensorId>> {
+        let w = self.get(name)?;
+        let mut ids = Vec::with_capacity(w.parts.len());
+        for part in &w.parts {
+            let layout = w.part_layout(part)?;
+            let id = match w.parts.len() {
+                1 => g.input(name, layout.dtype, &layout.ne)?,
+                _ => g.input(
+                    &format!("{name}[{}..{}]", part.rows.start, part.rows.end),
+                    layout.dtype,
+                    &layout.ne,
+                )?,
+            };
+            if let Some(buffer) = self.buffers.get(part.buffer) {
+                let data = TensorData {
+                    buffer: buffer.clone(),
+                    offset: part.offset,
+                };
+                g.bind(id, data)?;
+            }
+            ids.push(id);
+        }
+        Ok(ids)
     }
 }
 
@@ -276,7 +393,7 @@ mod tests {
         let weights = Weights::load(&file, cpu.clone(), &mut |d, t| seen.push((d, t))).unwrap();
         assert_eq!(seen.first(), Some(&(0, 22)));
         assert_eq!(seen.last(), Some(&(22, 22)));
-        let wb = weights.get("b").unwrap();
+        let wb = &weights.get("b").unwrap().parts[0];
         assert_eq!(wb.offset % cpu.alignment(), 0);
         let mut out = vec![0u8; b.len()];
         cpu.read_buffer(&weights.buffers()[wb.buffer], wb.offset, &mut out)
@@ -293,10 +410,48 @@ mod tests {
             .unwrap(); // q5_K
         let path = write("bad", &mut w);
         let file = GgufFile::open(&path).unwrap();
-        let e = Weights::plan(&file, &[cpu], &|_| 0)
+        let e = Weights::plan(&file, &[cpu], &|_, _| Home::On(0))
             .unwrap_err()
             .to_string();
         assert!(e.contains("tensor 'blk.0.odd' has type q5_K"), "{e}");
+        drop(file);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn row_split_parts_hold_their_rows() {
+        let backends: Vec<Arc<dyn Backend>> = vec![
+            Arc::new(CpuBackend::with_threads(1)),
+            Arc::new(CpuBackend::with_threads(1)),
+        ];
+        let m: Vec<u8> = (0..4 * 6 * 4).map(|i| i as u8).collect(); // f32 [4, 6]
+        let mut w = GgufWriter::new();
+        w.add_tensor("m", DType::F32, &[4, 6], m.clone()).unwrap();
+        let path = write("rows", &mut w);
+        let file = GgufFile::open(&path).unwrap();
+        let place = |_: &str, rows: usize| Home::Rows(vec![(1, 0..4), (0, 4..rows)]);
+        let weights = Weights::plan(&file, &backends, &place)
+            .unwrap()
+            .upload(&file, &backends, &mut |_, _| {})
+            .unwrap();
+        assert_eq!(weights.bytes_per_backend(2), vec![2 * 16, 4 * 16]);
+        let weight = weights.get("m").unwrap();
+        for (part, backend, bytes) in [(0, 1, &m[..64]), (1, 0, &m[64..])] {
+            let p = &weight.parts[part];
+            assert_eq!(weights.part_backend(p).unwrap(), backend);
+            assert_eq!(weight.part_layout(p).unwrap().ne, [4, p.rows.len(), 1, 1]);
+            let mut out = vec![0u8; bytes.len()];
+            backends[backend]
+                .read_buffer(&weights.buffers()[p.buffer], p.offset, &mut out)
+                .unwrap();
+            assert_eq!(out, bytes);
+        }
+        let mut g = Graph::new();
+        assert!(
+            weights.input(&mut g, "m").is_err(),
+            "a split weight has parts"
+        );
+        assert_eq!(weights.parts(&mut g, "m").unwrap().len(), 2);
         drop(file);
         let _ = std::fs::remove_file(path);
     }

@@ -17,6 +17,8 @@ pub struct AdapterSummary {
     pub driver: String,
     /// Smallest and largest subgroup size, when the adapter has subgroups.
     pub subgroup_sizes: Option<(u32, u32)>,
+    /// Bytes of device-local memory, when the graphics API reports them (Vulkan).
+    pub memory: Option<u64>,
 }
 
 impl std::fmt::Display for AdapterSummary {
@@ -27,9 +29,13 @@ impl std::fmt::Display for AdapterSummary {
             self.index, self.name, self.backend, self.device_type, self.driver
         )?;
         match self.subgroup_sizes {
-            Some((lo, hi)) if lo == hi => write!(f, ", subgroup {lo}"),
-            Some((lo, hi)) => write!(f, ", subgroup {lo}..{hi}"),
-            None => write!(f, ", no subgroups"),
+            Some((lo, hi)) if lo == hi => write!(f, ", subgroup {lo}")?,
+            Some((lo, hi)) => write!(f, ", subgroup {lo}..{hi}")?,
+            None => write!(f, ", no subgroups")?,
+        }
+        match self.memory {
+            Some(bytes) => write!(f, ", {} MiB", bytes >> 20),
+            None => Ok(()),
         }
     }
 }
@@ -73,7 +79,34 @@ fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
             .trim()
             .to_string(),
         subgroup_sizes: subgroups.then_some((info.subgroup_min_size, info.subgroup_max_size)),
+        memory: local_memory(adapter),
     }
+}
+
+/// The largest device-local memory heap of a Vulkan adapter; WebGPU has no
+/// memory query, so other APIs report nothing.
+#[cfg(not(target_arch = "wasm32"))]
+fn local_memory(adapter: &wgpu::Adapter) -> Option<u64> {
+    // SAFETY: only reads the physical device's memory properties; nothing
+    // is created or destroyed, and the guard outlives the calls.
+    unsafe {
+        let hal = adapter.as_hal::<wgpu::hal::api::Vulkan>()?;
+        let props = hal
+            .shared_instance()
+            .raw_instance()
+            .get_physical_device_memory_properties(hal.raw_physical_device());
+        let count = (props.memory_heap_count as usize).min(props.memory_heaps.len());
+        props.memory_heaps[..count]
+            .iter()
+            .filter(|h| h.flags.contains(ash::vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .max()
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn local_memory(_: &wgpu::Adapter) -> Option<u64> {
+    None
 }
 
 fn adapters() -> Vec<wgpu::Adapter> {

@@ -59,6 +59,9 @@ pub struct WgpuOptions {
     /// Send op parameters through a uniform buffer even where the device has
     /// immediates (the fallback path, kept testable on every device).
     pub uniform_params: bool,
+    /// Bytes a model may plan to fill on this device (default: its local
+    /// memory, where the graphics API reports it).
+    pub memory_limit: Option<u64>,
 }
 
 /// An open device and its helpers, shared by the backend's parts.
@@ -68,6 +71,8 @@ pub(crate) struct Device {
     reduction: Reduction,
     /// Whether op parameters go as immediates (else a uniform buffer).
     immediates: bool,
+    /// Bytes a model may fill, when known.
+    memory: Option<u64>,
 }
 
 impl Device {
@@ -151,6 +156,10 @@ impl WgpuBackend {
         );
         Ok(WgpuBackend {
             dev: Device {
+                memory: match (ctx.summary.memory, options.memory_limit) {
+                    (Some(have), Some(cap)) => Some(have.min(cap)),
+                    (have, cap) => have.or(cap),
+                },
                 ctx,
                 reduction,
                 immediates,
@@ -211,6 +220,12 @@ impl Backend for WgpuBackend {
 
     fn max_buffer_size(&self) -> usize {
         self.dev.ctx.limits.max_buffer_size as usize
+    }
+
+    fn memory(&self) -> Option<usize> {
+        self.dev
+            .memory
+            .map(|m| usize::try_from(m).unwrap_or(usize::MAX))
     }
 
     fn alloc_buffer(&self, size: usize, usage: BufferUsage) -> Result<BufferHandle> {

@@ -22,7 +22,7 @@ pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
             .ok_or_else(|| Error::shape(format!("source {i} is missing")))
     };
     match node.op {
-        Op::Input | Op::View | Op::Transfer => {
+        Op::Input | Op::View | Op::Empty | Op::Transfer => {
             Err(Error::invalid("inputs and views compute nothing"))
         }
         Op::Add => elementwise::binary(s(0)?, s(1)?, |a, b| a + b),

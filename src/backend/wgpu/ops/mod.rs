@@ -30,7 +30,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         return false;
     }
     match node.op {
-        Op::Input | Op::View | Op::Transfer => true,
+        Op::Input | Op::View | Op::Empty | Op::Transfer => true,
         Op::Add | Op::Mul => elementwise::supports_binary(graph, id),
         Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
             elementwise::supports_unary(graph, id)
@@ -69,7 +69,7 @@ pub fn encode(
         buffer_of,
     };
     match node.op {
-        Op::Input | Op::View | Op::Transfer => Ok(vec![]),
+        Op::Input | Op::View | Op::Empty | Op::Transfer => Ok(vec![]),
         Op::Add | Op::Mul => elementwise::encode_binary(&ctx),
         Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
             elementwise::encode_unary(&ctx)
