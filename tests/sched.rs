@@ -257,3 +257,69 @@ fn wgpu_and_cpu_split_matches_the_cpu() {
     let err = nmse(&got, &as_f64(&want));
     assert!(err < 5e-4, "nmse {err}");
 }
+
+#[test]
+fn row_parts_on_two_backends_gather_into_an_empty_tensor() {
+    // W [6, 10] x [6, 3], W's rows 0..4 on backend 1 and 4..10 on backend 0;
+    // the products are copied into views of one Empty tensor on backend 0.
+    let (k, n, m) = (6, 10, 3);
+    let b0: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1));
+    let b1: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1));
+    let w_all = Rng::new(7).vec(k * n, -1.0, 1.0);
+    let x_all = Rng::new(8).vec(k * m, -1.0, 1.0);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[k, m]).unwrap();
+    let mut parts = Vec::new();
+    for (backend, rows) in [(&b1, 0..4), (&b0, 4..n)] {
+        let id = g
+            .input(&format!("w{rows:?}"), DType::F32, &[k, rows.len()])
+            .unwrap();
+        let bytes = rows.len() * k * 4;
+        let buffer = backend.alloc_buffer(bytes, BufferUsage::Weights).unwrap();
+        g.bind(id, TensorData { buffer, offset: 0 }).unwrap();
+        g.write_f32(backend.as_ref(), id, &w_all[rows.start * k..rows.end * k])
+            .unwrap();
+        let product = g.mul_mat(id, x).unwrap();
+        parts.push((product, rows));
+    }
+    let full = g.empty("w*x", DType::F32, &[n, m]).unwrap();
+    let row_stride = g.layout(full).nb[1];
+    for (product, rows) in parts {
+        let dst = g
+            .view(full, &[rows.len(), m], &[row_stride], rows.start * 4)
+            .unwrap();
+        g.cpy(product, dst).unwrap();
+    }
+    let out = g.scale(full, 2.0).unwrap();
+    g.set_output(out).unwrap();
+
+    let mut sched = Scheduler::new(vec![b0, b1]).unwrap();
+    let mut s = sched.schedule(&g).unwrap();
+    let on: Vec<usize> = s.splits().iter().map(|s| s.backend).collect();
+    assert_eq!(
+        on,
+        [1, 0],
+        "the far part first, then the home part and the gather"
+    );
+    assert_eq!(s.placement(full).unwrap().0, 0);
+    sched.allocate(&mut s).unwrap();
+    sched.write_f32(&s, x, &x_all).unwrap();
+    let stats = sched.compute(&s).unwrap();
+    assert_eq!(
+        stats.transfers, 2,
+        "x (placed on backend 1, its first reader) and backend 1's product, both to backend 0"
+    );
+    let got = sched.read_f32(&s, out).unwrap();
+    let want: Vec<f64> = (0..m)
+        .flat_map(|j| {
+            let (w_all, x_all) = (&w_all, &x_all);
+            (0..n).map(move |i| {
+                2.0 * (0..k)
+                    .map(|p| f64::from(w_all[i * k + p]) * f64::from(x_all[j * k + p]))
+                    .sum::<f64>()
+            })
+        })
+        .collect();
+    let err = nmse(&got, &want);
+    assert!(err < 1e-10, "nmse {err}");
+}
