@@ -73,14 +73,16 @@ fn pp_once(m: &mut Model, rng: &mut Rng, n: usize) -> wginfer::Result<f64> {
 }
 
 /// Seconds of one tg run: `n` single-token steps from position 0; adds
-/// each step's host time split to `split` (prepare, run, read).
-fn tg_once(m: &mut Model, rng: &mut Rng, n: usize, split: &mut [f64; 3]) -> wginfer::Result<f64> {
+/// each step's host time split to `split` (prepare, run, read, and the part
+/// of run spent copying between backends).
+fn tg_once(m: &mut Model, rng: &mut Rng, n: usize, split: &mut [f64; 4]) -> wginfer::Result<f64> {
     let tokens = random_tokens(rng, n, m.config().n_vocab);
     let t = Instant::now();
     for (pos, &tok) in tokens.iter().enumerate() {
         m.eval(&[tok], pos, false)?;
         let s = m.last_times();
-        for (acc, d) in split.iter_mut().zip([s.prepare, s.run, s.read]) {
+        let copies = m.last_run().transfer_time;
+        for (acc, d) in split.iter_mut().zip([s.prepare, s.run, s.read, copies]) {
             *acc += d.as_secs_f64();
         }
     }
@@ -120,9 +122,9 @@ fn run(a: &Args) -> wginfer::Result<()> {
         pp = Some(speed(a.n_prompt, &runs));
     }
     let (mut tg, mut per_token) = (None, None);
-    let mut split = [0.0f64; 3];
+    let mut split = [0.0f64; 4];
     if a.n_gen > 0 {
-        tg_once(&mut m, &mut rng, a.n_gen.min(8), &mut [0.0; 3])?;
+        tg_once(&mut m, &mut rng, a.n_gen.min(8), &mut [0.0; 4])?;
         let before = m.counters();
         let runs = (0..reps)
             .map(|_| tg_once(&mut m, &mut rng, a.n_gen, &mut split))
@@ -158,7 +160,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
              \"n_gpu_layers\": {}, \"splits\": {}, \"decode_transfers\": {}, \"decode_transfer_bytes\": {}, \
              \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
              \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"dispatches_per_token\": {}, \
-             \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"read\": {}}}}}",
+             \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"copies\": {}, \"read\": {}}}}}",
             json_str(&name),
             json_str(&info.kind),
             info.adapter.as_deref().map_or("null".into(), json_str),
@@ -178,6 +180,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
             pt(1),
             json_num(us(split[0])),
             json_num(us(split[1])),
+            json_num(us(split[3])),
             json_num(us(split[2])),
         );
     } else {
@@ -200,9 +203,10 @@ fn run(a: &Args) -> wginfer::Result<()> {
         }
         if tg.is_some() {
             println!(
-                "decode per token on the host: prepare {:.0} us, run {:.0} us, wait + read {:.0} us",
+                "decode per token on the host: prepare {:.0} us, run {:.0} us (copies between backends {:.0} us), wait + read {:.0} us",
                 us(split[0]),
                 us(split[1]),
+                us(split[3]),
                 us(split[2])
             );
         }

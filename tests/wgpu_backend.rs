@@ -3,7 +3,7 @@
 mod common;
 
 use wginfer::backend::cpu::CpuBackend;
-use wginfer::backend::{Backend, BufferUsage};
+use wginfer::backend::{Backend, BufferRead, BufferUsage};
 use wginfer::graph::Graph;
 use wginfer::{DType, Error};
 
@@ -25,6 +25,47 @@ fn transfers_round_trip_at_any_offset_and_length() {
     let mut part = vec![0; 7];
     gpu.read_buffer(&buf, 5, &mut part).unwrap();
     assert_eq!(part, want[5..12]);
+}
+
+#[test]
+fn batched_reads_match_single_reads() {
+    let Some(gpu) = common::gpu() else { return };
+    let data: Vec<u8> = (0..600u32).map(|i| (i * 13 % 247) as u8).collect();
+    let (a, b) = (
+        gpu.alloc_buffer(300, BufferUsage::Compute).unwrap(),
+        gpu.alloc_buffer(300, BufferUsage::Compute).unwrap(),
+    );
+    gpu.write_buffer(&a, 0, &data[..300]).unwrap();
+    gpu.write_buffer(&b, 0, &data[300..]).unwrap();
+    // Unaligned offsets and lengths, two buffers, one empty range.
+    let ranges = [
+        (&a, 1, 10),
+        (&b, 6, 3),
+        (&a, 0, 300),
+        (&b, 299, 1),
+        (&b, 8, 0),
+    ];
+    let mut outs: Vec<Vec<u8>> = ranges.iter().map(|r| vec![0; r.2]).collect();
+    let mut reads: Vec<BufferRead> = ranges
+        .iter()
+        .zip(&mut outs)
+        .map(|(&(buffer, offset, _), out)| BufferRead {
+            buffer,
+            offset,
+            out,
+        })
+        .collect();
+    gpu.read_buffers(&mut reads).unwrap();
+    for ((buffer, offset, len), out) in ranges.iter().zip(&outs) {
+        let base = if std::ptr::eq(*buffer, &a) { 0 } else { 300 };
+        assert_eq!(out[..], data[base + offset..base + offset + len]);
+    }
+    let mut past_the_end = [BufferRead {
+        buffer: &a,
+        offset: 296,
+        out: &mut [0; 8],
+    }];
+    assert!(gpu.read_buffers(&mut past_the_end).is_err());
 }
 
 #[test]

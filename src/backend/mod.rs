@@ -41,6 +41,17 @@ pub struct Counters {
     pub submits: u64,
 }
 
+/// One range for [`Backend::read_buffers`]: bytes of `buffer` from `offset`
+/// into `out`.
+pub struct BufferRead<'a> {
+    /// The buffer to read.
+    pub buffer: &'a BufferHandle,
+    /// Byte offset of the range.
+    pub offset: usize,
+    /// Where the bytes go; its length is the range's.
+    pub out: &'a mut [u8],
+}
+
 /// A shared handle to a backend buffer.
 pub type BufferHandle = Arc<dyn BackendBuffer>;
 
@@ -74,6 +85,15 @@ pub trait Backend: Send + Sync {
 
     /// Copies bytes of `buffer` from `offset` into `out`.
     fn read_buffer(&self, buffer: &BufferHandle, offset: usize, out: &mut [u8]) -> Result<()>;
+
+    /// Copies several ranges out; a device that must wait to read back
+    /// waits once for all of them.
+    fn read_buffers(&self, reads: &mut [BufferRead<'_>]) -> Result<()> {
+        for r in reads {
+            self.read_buffer(r.buffer, r.offset, r.out)?;
+        }
+        Ok(())
+    }
 
     /// Whether this backend can compute `node` of `graph` (its op, types and layouts).
     fn supports_op(&self, graph: &Graph, node: TensorId) -> bool;

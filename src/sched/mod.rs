@@ -34,8 +34,9 @@ pub use assign::Reason;
 pub use split::Split;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BufferHandle, BufferUsage};
+use crate::backend::{Backend, BufferHandle, BufferRead, BufferUsage};
 use crate::graph::{plan_allocation_where, Graph, TensorId};
 use crate::{Error, Result};
 
@@ -48,6 +49,8 @@ pub struct RunStats {
     pub transfers: usize,
     /// Bytes those copies moved.
     pub transfer_bytes: usize,
+    /// Host time the copies took, waiting for their sources included.
+    pub transfer_time: Duration,
 }
 
 /// A graph placed on the scheduler's backends and cut into splits.
@@ -261,21 +264,60 @@ impl Scheduler {
     pub fn compute(&mut self, s: &Schedule) -> Result<RunStats> {
         let mut stats = RunStats::default();
         for split in &s.splits {
-            let to = self.backends[split.backend].as_ref();
-            for &t in &split.transfers {
-                let src = s.graph.node(t).src[0];
-                let from = self.backends[s.placement[src.0].0].as_ref();
-                let (have, want) = (s.graph.data(src)?, s.graph.data(t)?);
-                let len = s.graph.layout(t).span_bytes();
-                self.staging.resize(len, 0);
-                from.read_buffer(&have.buffer, have.offset, &mut self.staging)?;
-                to.write_buffer(&want.buffer, want.offset, &self.staging)?;
-                stats.transfers += 1;
-                stats.transfer_bytes += len;
-            }
-            to.compute(&s.graph, &split.nodes)?;
+            let start = Instant::now();
+            self.copy_in(s, split, &mut stats)?;
+            stats.transfer_time += start.elapsed();
+            self.backends[split.backend].compute(&s.graph, &split.nodes)?;
             stats.splits += 1;
         }
         Ok(stats)
+    }
+
+    /// Fills a split's transfer nodes: one batched read per source backend,
+    /// so a GPU is waited for once per split, then a write of each.
+    fn copy_in(&mut self, s: &Schedule, split: &Split, stats: &mut RunStats) -> Result<()> {
+        let to = self.backends[split.backend].as_ref();
+        let source = |t: &TensorId| s.placement[s.graph.node(*t).src[0].0].0;
+        let mut sources: Vec<usize> = split.transfers.iter().map(source).collect();
+        sources.sort_unstable();
+        sources.dedup();
+        for from in sources {
+            let group: Vec<TensorId> = split
+                .transfers
+                .iter()
+                .copied()
+                .filter(|t| source(t) == from)
+                .collect();
+            let lens: Vec<usize> = group
+                .iter()
+                .map(|&t| s.graph.layout(t).span_bytes())
+                .collect();
+            self.staging.resize(lens.iter().sum(), 0);
+            let sources = group
+                .iter()
+                .map(|&t| s.graph.data(s.graph.node(t).src[0]))
+                .collect::<Result<Vec<_>>>()?;
+            let mut rest = &mut self.staging[..];
+            let mut reads = Vec::with_capacity(group.len());
+            for (have, &len) in sources.iter().zip(&lens) {
+                let (out, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                rest = tail;
+                reads.push(BufferRead {
+                    buffer: &have.buffer,
+                    offset: have.offset,
+                    out,
+                });
+            }
+            self.backends[from].read_buffers(&mut reads)?;
+            let mut at = 0;
+            for (&t, &len) in group.iter().zip(&lens) {
+                let want = s.graph.data(t)?;
+                to.write_buffer(&want.buffer, want.offset, &self.staging[at..at + len])?;
+                at += len;
+            }
+            stats.transfers += group.len();
+            stats.transfer_bytes += at;
+        }
+        Ok(())
     }
 }

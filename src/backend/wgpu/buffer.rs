@@ -142,6 +142,44 @@ impl Transfers {
         Ok(())
     }
 
+    /// Reads several ranges with one submit and one wait: each word-aligned
+    /// window goes into the staging buffer after the previous one. Windows
+    /// over the staging buffer's largest size are read one by one.
+    pub fn read_many(
+        &self,
+        dev: &Device,
+        reads: &mut [(&WgpuBuffer, usize, &mut [u8])],
+    ) -> Result<()> {
+        let mut windows = Vec::with_capacity(reads.len());
+        for (buf, offset, out) in reads.iter() {
+            check_range(dev.name(), buf.size, *offset, out.len())?;
+            let start = offset / WORD * WORD;
+            windows.push((
+                buf.buffer.clone(),
+                start,
+                round_up(offset + out.len(), WORD) - start,
+            ));
+        }
+        let total: usize = windows.iter().map(|w| w.2).sum();
+        if total == 0 {
+            return Ok(());
+        }
+        if total > UPLOAD_CHUNK {
+            for (buf, offset, out) in reads.iter_mut() {
+                self.read(dev, buf, *offset, out)?;
+            }
+            return Ok(());
+        }
+        self.staged(dev, &windows, |bytes| {
+            let mut at = 0;
+            for ((_, offset, out), (_, start, len)) in reads.iter_mut().zip(&windows) {
+                let skip = *offset - start;
+                out.copy_from_slice(&bytes[at + skip..at + skip + out.len()]);
+                at += len;
+            }
+        })
+    }
+
     /// Reads a word-aligned range through the staging buffer, in pieces no
     /// larger than the staging buffer may grow.
     fn read_padded(
@@ -151,58 +189,70 @@ impl Transfers {
         offset: usize,
         out: &mut [u8],
     ) -> Result<()> {
+        for (i, piece) in out.chunks_mut(UPLOAD_CHUNK).enumerate() {
+            let window = (buf.buffer.clone(), offset + i * UPLOAD_CHUNK, piece.len());
+            self.staged(dev, &[window], |bytes| piece.copy_from_slice(bytes))?;
+        }
+        Ok(())
+    }
+
+    /// Copies word-aligned windows `(buffer, offset, len)`, at most
+    /// [`UPLOAD_CHUNK`] bytes in all, one after another into the staging
+    /// buffer with one submit, waits, and hands the staged bytes to `f`.
+    fn staged(
+        &self,
+        dev: &Device,
+        windows: &[(wgpu::Buffer, usize, usize)],
+        f: impl FnOnce(&[u8]),
+    ) -> Result<()> {
+        let total: usize = windows.iter().map(|w| w.2).sum();
         let mut staging = self
             .staging
             .lock()
             .map_err(|_| dev.error("staging buffer lock poisoned"))?;
-        for (i, piece) in out.chunks_mut(UPLOAD_CHUNK).enumerate() {
-            let len = piece.len() as u64;
-            if staging.as_ref().is_none_or(|s| s.size() < len) {
-                *staging = Some(dev.catch(|| {
-                    dev.ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("wginfer readback"),
-                        size: len
-                            .max(1 << 16)
-                            .next_power_of_two()
-                            .min(UPLOAD_CHUNK as u64),
-                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                })?);
-            }
-            let Some(stage) = staging.as_ref() else {
-                return Err(dev.error("no staging buffer"));
-            };
-            let mut encoder = dev.ctx.device.create_command_encoder(&Default::default());
-            encoder.copy_buffer_to_buffer(
-                &buf.buffer,
-                (offset + i * UPLOAD_CHUNK) as u64,
-                stage,
-                0,
-                len,
-            );
-            dev.ctx.queue.submit([encoder.finish()]);
-            let slice = stage.slice(..len);
-            let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
-            slice.map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
-            });
-            dev.wait()?;
-            match pollster::block_on(rx.receive()) {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    return Err(dev.error(format!("mapping the readback buffer failed: {e}")))
-                }
-                None => return Err(dev.error("the readback mapping was dropped")),
-            }
-            {
-                let view = slice
-                    .get_mapped_range()
-                    .map_err(|e| dev.error(format!("reading the readback buffer failed: {e}")))?;
-                piece.copy_from_slice(&view);
-            }
-            stage.unmap();
+        if staging.as_ref().is_none_or(|s| s.size() < total as u64) {
+            *staging = Some(dev.catch(|| {
+                dev.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wginfer readback"),
+                    size: (total as u64)
+                        .max(1 << 16)
+                        .next_power_of_two()
+                        .min(UPLOAD_CHUNK as u64),
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?);
         }
+        let Some(stage) = staging.as_ref() else {
+            return Err(dev.error("no staging buffer"));
+        };
+        let mut encoder = dev.ctx.device.create_command_encoder(&Default::default());
+        let mut at = 0;
+        for (buffer, offset, len) in windows {
+            encoder.copy_buffer_to_buffer(buffer, *offset as u64, stage, at as u64, *len as u64);
+            at += len;
+        }
+        dev.ctx.queue.submit([encoder.finish()]);
+        let slice = stage.slice(..total as u64);
+        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        dev.wait()?;
+        match pollster::block_on(rx.receive()) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                return Err(dev.error(format!("mapping the readback buffer failed: {e}")))
+            }
+            None => return Err(dev.error("the readback mapping was dropped")),
+        }
+        {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| dev.error(format!("reading the readback buffer failed: {e}")))?;
+            f(&view);
+        }
+        stage.unmap();
         Ok(())
     }
 }

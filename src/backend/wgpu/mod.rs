@@ -18,7 +18,7 @@ pub use context::{list_adapters, AdapterChoice, AdapterSummary};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Backend, BufferHandle, BufferUsage, Counters};
+use super::{Backend, BufferHandle, BufferRead, BufferUsage, Counters};
 use crate::graph::{Graph, TensorId};
 use crate::{Error, Result};
 use context::Context;
@@ -246,6 +246,14 @@ impl Backend for WgpuBackend {
     fn read_buffer(&self, buffer: &BufferHandle, offset: usize, out: &mut [u8]) -> Result<()> {
         self.transfers
             .read(&self.dev, self.buffer(buffer)?, offset, out)
+    }
+
+    fn read_buffers(&self, reads: &mut [BufferRead<'_>]) -> Result<()> {
+        let mut own = Vec::with_capacity(reads.len());
+        for r in reads.iter_mut() {
+            own.push((self.buffer(r.buffer)?, r.offset, &mut *r.out));
+        }
+        self.transfers.read_many(&self.dev, &mut own)
     }
 
     fn supports_op(&self, graph: &Graph, node: TensorId) -> bool {
