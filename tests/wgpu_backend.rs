@@ -165,3 +165,42 @@ fn a_graph_of_the_same_shape_reuses_bind_groups() {
         assert_eq!(got, want, "n_past {n_past}");
     }
 }
+
+#[test]
+fn a_norm_and_its_weight_run_as_one_dispatch_unless_the_norm_is_read_again() {
+    let Some(gpu) = common::gpu() else { return };
+    let cpu = CpuBackend::with_threads(1);
+    let x_values: Vec<f32> = (0..64 * 3).map(|i| (i as f32 * 0.61).cos() * 4.0).collect();
+    let w_values: Vec<f32> = (0..64).map(|i| 0.5 + (i as f32 * 0.2).sin()).collect();
+    for norm_is_output in [false, true] {
+        let mut results = Vec::new();
+        for backend in [&gpu as &dyn Backend, &cpu] {
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, &[64, 3]).unwrap();
+            let w = g.input("w", DType::F32, &[64]).unwrap();
+            let y = g.rms_norm(x, 1e-6).unwrap();
+            let out = g.mul(y, w).unwrap();
+            g.set_output(out).unwrap();
+            if norm_is_output {
+                g.set_output(y).unwrap();
+            }
+            g.allocate(backend).unwrap();
+            g.write_f32(backend, x, &x_values).unwrap();
+            g.write_f32(backend, w, &w_values).unwrap();
+            backend.compute(&g, &g.compute_order()).unwrap();
+            results.push(g.read_f32(backend, out).unwrap());
+        }
+        let want = if norm_is_output { 2 } else { 1 };
+        assert_eq!(
+            gpu.last_run_stats().dispatches,
+            want,
+            "output {norm_is_output}"
+        );
+        for (gpu_value, cpu_value) in results[0].iter().zip(&results[1]) {
+            assert!(
+                (gpu_value - cpu_value).abs() < 1e-5,
+                "{gpu_value} vs {cpu_value}"
+            );
+        }
+    }
+}

@@ -1,6 +1,7 @@
 // norm (CENTER) and rms_norm over rows of a: one workgroup per row.
 // Ported from the seed's op_norm and op_rmsnorm; the reductions come from
-// the subgroup or workgroup helpers. p.x.x: eps.
+// the subgroup or workgroup helpers. p.x.x: eps. The defs give
+// `weight_at(i)`: 1, or a weight (source b) that a following mul applied.
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
@@ -27,6 +28,6 @@ fn main(ids: Ids) {
     let scale = 1.0 / sqrt(wg_sum(sq, ids) / f32(n) + bitcast<f32>(p.x.x));
     for (var i = ids.lid; i < n; i += WG) {
         let at = base + vec4<u32>(i, 0u, 0u, 0u);
-        store_d(addr(p.d, at), (load_a(addr(p.a, at)) - mean) * scale);
+        store_d(addr(p.d, at), (load_a(addr(p.a, at)) - mean) * scale * weight_at(at));
     }
 }

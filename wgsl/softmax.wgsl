@@ -1,10 +1,11 @@
 // soft_max over rows of a * scale + mask: one workgroup per row, a max and
 // a sum reduction (subgroup or workgroup helpers). Ported from the seed's
 // op_softmax, which assumed a 32-wide subgroup; this works for any size.
-// The defs give `mask_at(i)` (0 without a mask). p.x.x: scale.
+// The defs give `causal(x, i)` (diag_mask_inf fused in, or x) and
+// `mask_at(i)` (0 without a mask). p.x.x: scale; p.y.x: n_past.
 
 fn logit(i: vec4<u32>) -> f32 {
-    return load_a(addr(p.a, i)) * bitcast<f32>(p.x.x) + mask_at(i);
+    return causal(load_a(addr(p.a, i)), i) * bitcast<f32>(p.x.x) + mask_at(i);
 }
 
 @compute @workgroup_size(WG)

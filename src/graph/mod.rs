@@ -209,6 +209,18 @@ impl Graph {
         Ok(self.push(name.to_string(), Op::Empty, vec![], layout))
     }
 
+    /// How many nodes read each node, as a source or as the tensor they view
+    /// or write into; an output counts one reader more (the caller).
+    pub fn reader_counts(&self) -> Vec<u32> {
+        let mut n: Vec<u32> = self.nodes.iter().map(|x| u32::from(x.is_output)).collect();
+        for node in &self.nodes {
+            for s in node.src.iter().chain(node.view_of.as_ref().map(|v| &v.0)) {
+                n[s.0] += 1;
+            }
+        }
+        n
+    }
+
     /// The node that owns the bytes of `id`, and the byte offset of `id` in them.
     pub fn storage_root(&self, id: TensorId) -> (TensorId, usize) {
         let (mut cur, mut offset) = (id, 0);

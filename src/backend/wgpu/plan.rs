@@ -147,10 +147,7 @@ impl PlanCache {
         buffer_of: &dyn Fn(&BufferHandle) -> Result<&WgpuBuffer>,
     ) -> Result<()> {
         self.run += 1;
-        let mut dispatches = Vec::new();
-        for &id in nodes {
-            dispatches.extend(ops::encode(dev, graph, id, buffer_of)?);
-        }
+        let dispatches = ops::encode_all(dev, graph, nodes, buffer_of)?;
         self.last_stats = RunStats {
             dispatches: dispatches.len(),
             ..RunStats::default()

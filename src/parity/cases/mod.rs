@@ -2,6 +2,7 @@
 //! types wginfer supports (see refs/backend_ops_cases.md).
 
 mod elementwise;
+mod fused;
 mod get_rows;
 mod mul_mat;
 mod norm;
@@ -21,6 +22,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
         rope::cases,
         get_rows::cases,
         mul_mat::cases,
+        fused::cases,
     ] {
         all.extend(family()?);
     }

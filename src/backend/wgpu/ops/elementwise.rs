@@ -73,6 +73,12 @@ pub fn encode_unary(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     dispatch(ctx, name, &[ctx.src(0)], UNARY, defs)
 }
 
+/// `silu(src) * b` into `ctx`'s node, a mul whose first source was `silu(src)`.
+pub fn encode_silu_mul(ctx: &Ctx, src: TensorId) -> Result<Vec<Dispatch>> {
+    let defs = "fn binop(x: f32, y: f32) -> f32 { return x / (1.0 + exp(-x)) * y; }\n";
+    dispatch(ctx, "silu_mul", &[src, ctx.src(1)], BINARY, defs)
+}
+
 pub fn encode_binary(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let (name, defs) = match ctx.op() {
         Op::Mul => ("mul", "fn binop(x: f32, y: f32) -> f32 { return x * y; }\n"),

@@ -2,6 +2,7 @@
 //! dispatch sizes. Each returns the dispatches a node needs (none for views).
 
 mod elementwise;
+mod fuse;
 mod get_rows;
 mod mul_mat;
 mod norm;
@@ -41,6 +42,44 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         Op::GetRows => get_rows::supports(graph, id),
         Op::Rope(_) => rope::supports(graph, id),
     }
+}
+
+/// The dispatches of `nodes` (a split, in order), fusing pairs where
+/// [`fuse`] allows.
+pub fn encode_all(
+    dev: &Device,
+    graph: &Graph,
+    nodes: &[TensorId],
+    buffer_of: BufferOf,
+) -> Result<Vec<Dispatch>> {
+    let mut readers: Option<Vec<u32>> = None;
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut i = 0;
+    while i < nodes.len() {
+        let (id, next) = (nodes[i], nodes.get(i + 1).copied());
+        let fusion = next.and_then(|next| {
+            fuse::find(dev, graph, id, next, || {
+                readers.get_or_insert_with(|| graph.reader_counts())[id.0]
+            })
+        });
+        match (fusion, next) {
+            (Some(f), Some(next)) => {
+                let ctx = Ctx {
+                    dev,
+                    graph,
+                    id: next,
+                    buffer_of,
+                };
+                out.extend(fuse::encode(&ctx, f, id)?);
+                i += 2;
+            }
+            _ => {
+                out.extend(encode(dev, graph, id, buffer_of)?);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The dispatches that compute `id`.

@@ -13,19 +13,43 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
     graph.layout(src).dtype == DType::F32
 }
 
+// Without a weight the scale is 1 (exact); with one, each value is
+// multiplied by the weight broadcast over the rows, as a following mul does.
+const RMS: &str =
+    "const CENTER: bool = false;\nfn weight_at(i: vec4<u32>) -> f32 { return 1.0; }\n";
+const CENTERED: &str =
+    "const CENTER: bool = true;\nfn weight_at(i: vec4<u32>) -> f32 { return 1.0; }\n";
+const RMS_MUL: &str = "const CENTER: bool = false;\n\
+    fn weight_at(i: vec4<u32>) -> f32 { return load_b(addr(p.b, i % p.b.ne)); }\n";
+const CENTERED_MUL: &str = "const CENTER: bool = true;\n\
+    fn weight_at(i: vec4<u32>) -> f32 { return load_b(addr(p.b, i % p.b.ne)); }\n";
+
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    let (name, defs, eps) = match ctx.op() {
-        Op::RmsNorm { eps } => ("rms_norm", "const CENTER: bool = false;\n", eps),
-        Op::Norm { eps } => ("norm", "const CENTER: bool = true;\n", eps),
+    encode_rows(ctx, ctx.op(), ctx.src(0), None)
+}
+
+/// `op` (norm or rms_norm) over the rows of `src` into `ctx`'s node, times
+/// `weight` (broadcast) when given.
+pub fn encode_rows(
+    ctx: &Ctx,
+    op: Op,
+    src: TensorId,
+    weight: Option<TensorId>,
+) -> Result<Vec<Dispatch>> {
+    let (name, defs, eps) = match (op, weight.is_some()) {
+        (Op::RmsNorm { eps }, false) => ("rms_norm", RMS, eps),
+        (Op::RmsNorm { eps }, true) => ("rms_norm_mul", RMS_MUL, eps),
+        (Op::Norm { eps }, false) => ("norm", CENTERED, eps),
+        (Op::Norm { eps }, true) => ("norm_mul", CENTERED_MUL, eps),
         _ => return Err(ctx.dev.error("norm encoder got another op")),
     };
-    let src = ctx.src(0);
-    let (bindings, mut params) = ctx.bind_all(&[src])?;
+    let srcs: Vec<TensorId> = std::iter::once(src).chain(weight).collect();
+    let (bindings, mut params) = ctx.bind_all(&srcs)?;
     params.x = [eps.to_bits(), 0, 0, 0];
     let wg = ctx.workgroup(256);
     let rows = ctx.graph.layout(src).n_rows() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, name, &[src], BODY, defs, true, wg),
+        key: key(ctx, name, &srcs, BODY, defs, true, wg),
         bindings,
         params,
         workgroups: ctx.grid(rows),

@@ -9,10 +9,18 @@ use crate::{DType, Result};
 
 const BODY: &[&str] = &[include_str!("../../../../wgsl/softmax.wgsl")];
 
-const NO_MASK: &str = "fn mask_at(i: vec4<u32>) -> f32 { return 0.0; }\n";
+// The defs give `causal(x, i)`, which may mask a logit as it is read, and
+// `mask_at(i)`, the mask added after scaling.
+const NO_MASK: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 { return x; }\n\
+    fn mask_at(i: vec4<u32>) -> f32 { return 0.0; }\n";
 // Mask rows past the logits' ne1 are ignored; dims 2 and 3 repeat by modulo.
-const MASK: &str = "fn mask_at(i: vec4<u32>) -> f32 {\n\
+const MASK: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 { return x; }\n\
+    fn mask_at(i: vec4<u32>) -> f32 {\n\
     \x20   return load_b(addr(p.b, vec4<u32>(i.x, i.y, i.z % p.b.ne.z, i.w % p.b.ne.w)));\n}\n";
+// diag_mask_inf's rule, applied as the logits are read (p.y.x: n_past).
+const CAUSAL: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 {\n\
+    \x20   return select(x, bitcast<f32>(0xff800000u), i.x > p.y.x + i.y);\n}\n\
+    fn mask_at(i: vec4<u32>) -> f32 { return 0.0; }\n";
 
 pub fn supports(graph: &Graph, id: TensorId) -> bool {
     let node = graph.node(id);
@@ -23,20 +31,37 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
 }
 
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
+    let node = ctx.graph.node(ctx.id);
+    match node.src.get(1) {
+        Some(&mask) => rows(ctx, "soft_max", &[node.src[0], mask], MASK, 0),
+        None => rows(ctx, "soft_max", &[node.src[0]], NO_MASK, 0),
+    }
+}
+
+/// soft_max of `src` into `ctx`'s node with diag_mask_inf(`n_past`) applied
+/// first, as the pair computes it.
+pub fn encode_causal(ctx: &Ctx, src: TensorId, n_past: usize) -> Result<Vec<Dispatch>> {
+    let n_past = u32::try_from(n_past).unwrap_or(u32::MAX);
+    rows(ctx, "soft_max_causal", &[src], CAUSAL, n_past)
+}
+
+fn rows(
+    ctx: &Ctx,
+    name: &str,
+    srcs: &[TensorId],
+    defs: &'static str,
+    n_past: u32,
+) -> Result<Vec<Dispatch>> {
     let Op::SoftMax { scale } = ctx.op() else {
         return Err(ctx.dev.error("soft_max encoder got another op"));
     };
-    let node = ctx.graph.node(ctx.id);
-    let (srcs, defs) = match node.src.get(1) {
-        Some(&mask) => (vec![node.src[0], mask], MASK),
-        None => (vec![node.src[0]], NO_MASK),
-    };
-    let (bindings, mut params) = ctx.bind_all(&srcs)?;
+    let (bindings, mut params) = ctx.bind_all(srcs)?;
     params.x = [scale.to_bits(), 0, 0, 0];
+    params.y = [n_past, 0, 0, 0];
     let wg = ctx.workgroup(256);
     let rows = ctx.graph.layout(srcs[0]).n_rows() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, "soft_max", &srcs, BODY, defs, true, wg),
+        key: key(ctx, name, srcs, BODY, defs, true, wg),
         bindings,
         params,
         workgroups: ctx.grid(rows),

@@ -1,0 +1,65 @@
+//! Node pairs that the wgpu backend computes in one dispatch (norm × weight,
+//! causal mask + soft_max, silu × up), each also in a form where the first
+//! node has a second reader, so it must not be fused away.
+
+use crate::parity::{Case, CaseBuilder, NMSE_DEFAULT, NMSE_SOFT_MAX};
+use crate::{DType, Result};
+
+pub fn cases() -> Result<Vec<Case>> {
+    let mut cases = Vec::new();
+    for read_twice in [false, true] {
+        let twice = if read_twice { ",read_twice" } else { "" };
+        for rms in [true, false] {
+            for (weight_type, n) in [(DType::F32, 576), (DType::F16, 33), (DType::F32, 1025)] {
+                let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+                let x = b.uniform(DType::F32, &[n, 7, 2, 1], -10.0, 10.0)?;
+                let w = b.uniform(weight_type, &[n], -1.0, 1.0)?;
+                let y = if rms {
+                    b.g.rms_norm(x, 1e-5)?
+                } else {
+                    b.g.norm(x, 1e-5)?
+                };
+                let mut out = b.g.mul(y, w)?;
+                if read_twice {
+                    out = b.g.add(out, y)?;
+                }
+                let op = if rms { "RMS_NORM_MUL" } else { "NORM_MUL" };
+                let name = format!("{op}(type_w={weight_type},n={n}{twice})");
+                cases.push(b.case("fused", name, out, NMSE_DEFAULT));
+            }
+        }
+        for (n_kv, n_tokens, n_past) in [(32, 1, 31), (37, 5, 32), (64, 64, 0)] {
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let kq = b.uniform(DType::F32, &[n_kv, n_tokens, 3], -5.0, 5.0)?;
+            let masked = b.g.diag_mask_inf(kq, n_past)?;
+            let mut out = b.g.soft_max(masked, None, 0.125)?;
+            if read_twice {
+                let finite = b.g.soft_max(masked, None, 1.0)?;
+                out = b.g.add(out, finite)?;
+            }
+            let name = format!(
+                "DIAG_MASK_INF_SOFT_MAX(n_kv={n_kv},n_tokens={n_tokens},n_past={n_past}{twice})"
+            );
+            cases.push(b.case("fused", name, out, NMSE_SOFT_MAX));
+        }
+        for (up_type, permuted) in [(DType::F32, false), (DType::F16, true)] {
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let gate = match permuted {
+                false => b.uniform(DType::F32, &[1536, 3], -8.0, 8.0)?,
+                true => {
+                    let stored = b.uniform(DType::F32, &[3, 1536], -8.0, 8.0)?;
+                    b.g.transpose(stored)?
+                }
+            };
+            let up = b.uniform(up_type, &[1536, 3], -2.0, 2.0)?;
+            let act = b.g.silu(gate)?;
+            let mut out = b.g.mul(act, up)?;
+            if read_twice {
+                out = b.g.add(out, act)?;
+            }
+            let name = format!("SILU_MUL(type_up={up_type},permuted={permuted}{twice})");
+            cases.push(b.case("fused", name, out, NMSE_DEFAULT));
+        }
+    }
+    Ok(cases)
+}
