@@ -73,6 +73,9 @@ pub(crate) struct Device {
     immediates: bool,
     /// Bytes a model may fill, when known.
     memory: Option<u64>,
+    /// Whether node pairs may run as one dispatch (`WGINFER_FUSION=0` turns
+    /// it off, to compare or to rule fusion out when chasing a bug).
+    fuse: bool,
 }
 
 impl Device {
@@ -163,6 +166,7 @@ impl WgpuBackend {
                 ctx,
                 reduction,
                 immediates,
+                fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
             },
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             transfers: buffer::Transfers::new(),

@@ -1,7 +1,8 @@
 //! Node pairs that the wgpu backend computes in one dispatch (norm × weight,
-//! causal mask + soft_max, silu × up), each also in a form where the first
+//! causal mask + soft_max, silu × up, rope into a cache), each also in a form where the first
 //! node has a second reader, so it must not be fused away.
 
+use crate::graph::{RopeMode, RopeParams};
 use crate::parity::{Case, CaseBuilder, NMSE_DEFAULT, NMSE_SOFT_MAX};
 use crate::{DType, Result};
 
@@ -58,6 +59,26 @@ pub fn cases() -> Result<Vec<Case>> {
                 out = b.g.add(out, act)?;
             }
             let name = format!("SILU_MUL(type_up={up_type},permuted={permuted}{twice})");
+            cases.push(b.case("fused", name, out, NMSE_DEFAULT));
+        }
+        for cache_type in [DType::F16, DType::F32] {
+            // K of 4 tokens after 3 cached ones, roped, stored into a cache.
+            let (head_dim, n_head, n_tokens, n_past) = (64, 3, 4, 3);
+            let row = head_dim * n_head;
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let k = b.uniform(DType::F32, &[head_dim, n_head, n_tokens], -2.0, 2.0)?;
+            let pos = b.indices(&[n_tokens], 100)?;
+            let cache = b.uniform(cache_type, &[row, 16], -1.0, 1.0)?;
+            let params = RopeParams::new(RopeMode::Normal, head_dim, 10000.0);
+            let roped = b.g.rope(k, pos, params)?;
+            let es = cache_type.block_bytes();
+            let dst = b.g.view(cache, &[row * n_tokens], &[], es * row * n_past)?;
+            let mut out = b.g.cpy(roped, dst)?;
+            if read_twice {
+                let flat = b.g.reshape(roped, &[row * n_tokens])?;
+                out = b.g.add(out, flat)?;
+            }
+            let name = format!("ROPE_CPY(type_cache={cache_type}{twice})");
             cases.push(b.case("fused", name, out, NMSE_DEFAULT));
         }
     }

@@ -6,11 +6,13 @@
 //!   each value by the weight as it stores it;
 //! - `diag_mask_inf` then `soft_max` without a mask: soft_max masks as it
 //!   reads;
-//! - `silu` then `mul`: one binary kernel computes `silu(a) * b`.
+//! - `silu` then `mul`: one binary kernel computes `silu(a) * b`;
+//! - `rope` then a contiguous `cpy` (the store into the KV cache): rope
+//!   writes the copy's bytes, converting as the copy would.
 //!
 //! Each computes what the pair does, operation for operation.
 
-use super::{elementwise, norm, softmax, supports, Ctx, Device};
+use super::{elementwise, norm, rope, softmax, supports, Ctx, Device};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::Result;
@@ -21,6 +23,7 @@ pub enum Fusion {
     NormMul,
     CausalSoftMax,
     SiluMul,
+    RopeCpy,
 }
 
 /// The fusion of `first` into `second`, if they form one. `readers` counts
@@ -37,11 +40,17 @@ pub fn find(
         (Op::RmsNorm { .. } | Op::Norm { .. }, Op::Mul) => Fusion::NormMul,
         (Op::DiagMaskInf { .. }, Op::SoftMax { .. }) if b.src.len() == 1 => Fusion::CausalSoftMax,
         (Op::Silu, Op::Mul) => Fusion::SiluMul,
+        (Op::Rope(_), Op::Cpy) => Fusion::RopeCpy,
         _ => return None,
     };
     let feeds_only_a = b.src.first() == Some(&first) && !b.src[1..].contains(&first);
+    let shapes_fit = match fusion {
+        // The copy's bytes are addressed with the rope's shape.
+        Fusion::RopeCpy => a.layout.is_contiguous() && b.layout.is_contiguous(),
+        _ => a.layout.ne == b.layout.ne,
+    };
     let fuses = feeds_only_a
-        && a.layout.ne == b.layout.ne
+        && shapes_fit
         && !a.is_output
         && a.view_of.is_none()
         && supports(dev, graph, first)
@@ -60,6 +69,7 @@ pub fn encode(ctx: &Ctx, fusion: Fusion, first: TensorId) -> Result<Vec<Dispatch
             softmax::encode_causal(ctx, input, n_past)
         }
         (Fusion::SiluMul, _) => elementwise::encode_silu_mul(ctx, input),
+        (Fusion::RopeCpy, _) => rope::encode_into(ctx, first),
         _ => Err(ctx.dev.error("a fusion of other ops")),
     }
 }

@@ -45,7 +45,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
 }
 
 /// The dispatches of `nodes` (a split, in order), fusing pairs where
-/// [`fuse`] allows.
+/// [`fuse`] allows (unless the device was opened with `WGINFER_FUSION=0`).
 pub fn encode_all(
     dev: &Device,
     graph: &Graph,
@@ -57,7 +57,7 @@ pub fn encode_all(
     let mut i = 0;
     while i < nodes.len() {
         let (id, next) = (nodes[i], nodes.get(i + 1).copied());
-        let fusion = next.and_then(|next| {
+        let fusion = next.filter(|_| dev.fuse).and_then(|next| {
             fuse::find(dev, graph, id, next, || {
                 readers.get_or_insert_with(|| graph.reader_counts())[id.0]
             })

@@ -5,8 +5,10 @@
 
 use super::{key, Ctx};
 use crate::backend::cpu::{yarn_corr_dims, yarn_mscale};
+use crate::backend::wgpu::params::TensorParams;
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, RopeMode, RopeParams, TensorId};
+use crate::tensor::Layout;
 use crate::{DType, Result};
 
 const BODY: &[&str] = &[include_str!("../../../../wgsl/rope.wgsl")];
@@ -43,8 +45,33 @@ pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let Op::Rope(rope) = ctx.op() else {
         return Err(ctx.dev.error("rope encoder got another op"));
     };
-    let srcs = [ctx.src(0), ctx.src(1)];
+    dispatch(ctx, rope, [ctx.src(0), ctx.src(1)], None)
+}
+
+/// The rope node `rope_node` written straight into `ctx`'s node, a
+/// contiguous copy of its result (converted to the copy's type).
+pub fn encode_into(ctx: &Ctx, rope_node: TensorId) -> Result<Vec<Dispatch>> {
+    let node = ctx.graph.node(rope_node);
+    let Op::Rope(rope) = node.op else {
+        return Err(ctx.dev.error("rope encoder got another op"));
+    };
+    let dst = Layout::contiguous(ctx.graph.layout(ctx.id).dtype, node.layout.ne)?;
+    dispatch(ctx, rope, [node.src[0], node.src[1]], Some(dst))
+}
+
+/// Rotates `srcs[0]` at the positions `srcs[1]` into `ctx`'s node, whose
+/// bytes are addressed as `dst` when given.
+fn dispatch(
+    ctx: &Ctx,
+    rope: RopeParams,
+    srcs: [TensorId; 2],
+    dst: Option<Layout>,
+) -> Result<Vec<Dispatch>> {
     let (bindings, mut params) = ctx.bind_all(&srcs)?;
+    if let Some(dst) = dst {
+        params.d = TensorParams::new(&dst, params.d.offset as usize)
+            .ok_or_else(|| ctx.dev.error("rope's copy is too large to address"))?;
+    }
     (params.x, params.y) =
         words(&rope).ok_or_else(|| ctx.dev.error(format!("rope n_dims {}", rope.n_dims)))?;
     let layout = ctx.graph.layout(srcs[0]);
