@@ -1,6 +1,6 @@
 // norm (CENTER) and rms_norm over rows of a: one workgroup per row.
 // Ported from the seed's op_norm and op_rmsnorm; the reductions come from
-// the subgroup or workgroup helpers. p.x.x: eps. The defs give
+// the subgroup or workgroup helpers. p.x.x: eps. The encoder prepends
 // `weight_at(i)`: 1, or a weight (source b) that a following mul applied.
 
 @compute @workgroup_size(WG)

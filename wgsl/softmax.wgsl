@@ -1,7 +1,7 @@
 // soft_max over rows of a * scale + mask: one workgroup per row, a max and
 // a sum reduction (subgroup or workgroup helpers). Ported from the seed's
 // op_softmax, which assumed a 32-wide subgroup; this works for any size.
-// The defs give `causal(x, i)` (diag_mask_inf fused in, or x) and
+// The encoder prepends `causal(x, i)` (diag_mask_inf fused in, or x) and
 // `mask_at(i)` (0 without a mask). p.x.x: scale; p.y.x: n_past.
 
 fn logit(i: vec4<u32>) -> f32 {

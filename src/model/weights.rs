@@ -330,8 +330,9 @@ impl Weights {
     /// (unbound when the weights are only planned); a weight split by rows
     /// is an error (see [`Weights::parts`]).
     pub fn input(&self, g: &mut Graph, name: &str) -> Result<TensorId> {
-        match self.parts(g, name)?[..] {
-            [one] => Ok(one),
+        let w = self.get(name)?;
+        match &w.parts[..] {
+            [whole] => self.part_input(g, name, w, whole),
             _ => Err(Error::invalid(format!(
                 "tensor '{name}' is split by rows; its parts are separate tensors"
             ))),
@@ -342,27 +343,36 @@ impl Weights {
     /// in row order, bound like [`Weights::input`].
     pub fn parts(&self, g: &mut Graph, name: &str) -> Result<Vec<TensorId>> {
         let w = self.get(name)?;
-        let mut ids = Vec::with_capacity(w.parts.len());
-        for part in &w.parts {
-            let layout = w.part_layout(part)?;
-            let id = match w.parts.len() {
-                1 => g.input(name, layout.dtype, &layout.ne)?,
-                _ => g.input(
-                    &format!("{name}[{}..{}]", part.rows.start, part.rows.end),
-                    layout.dtype,
-                    &layout.ne,
-                )?,
+        w.parts
+            .iter()
+            .map(|p| self.part_input(g, name, w, p))
+            .collect()
+    }
+
+    fn part_input(
+        &self,
+        g: &mut Graph,
+        name: &str,
+        w: &Weight,
+        part: &WeightPart,
+    ) -> Result<TensorId> {
+        let layout = w.part_layout(part)?;
+        let id = match w.parts.len() {
+            1 => g.input(name, layout.dtype, &layout.ne)?,
+            _ => g.input(
+                &format!("{name}[{}..{}]", part.rows.start, part.rows.end),
+                layout.dtype,
+                &layout.ne,
+            )?,
+        };
+        if let Some(buffer) = self.buffers.get(part.buffer) {
+            let data = TensorData {
+                buffer: buffer.clone(),
+                offset: part.offset,
             };
-            if let Some(buffer) = self.buffers.get(part.buffer) {
-                let data = TensorData {
-                    buffer: buffer.clone(),
-                    offset: part.offset,
-                };
-                g.bind(id, data)?;
-            }
-            ids.push(id);
+            g.bind(id, data)?;
         }
-        Ok(ids)
+        Ok(id)
     }
 }
 

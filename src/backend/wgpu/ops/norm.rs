@@ -6,23 +6,19 @@ use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
 
-const BODY: &[&str] = &[include_str!("../../../../wgsl/norm.wgsl")];
+const NORM: &str = include_str!("../../../../wgsl/norm.wgsl");
+// Without a weight the scale is 1 (exact); with one, each value is
+// multiplied by the weight broadcast over the rows, as a following mul does.
+const UNWEIGHTED: &[&str] = &["fn weight_at(i: vec4<u32>) -> f32 { return 1.0; }\n", NORM];
+const WEIGHTED: &[&str] = &[
+    "fn weight_at(i: vec4<u32>) -> f32 { return load_b(addr(p.b, i % p.b.ne)); }\n",
+    NORM,
+];
 
 pub fn supports(graph: &Graph, id: TensorId) -> bool {
     let src = graph.node(id).src[0];
     graph.layout(src).dtype == DType::F32
 }
-
-// Without a weight the scale is 1 (exact); with one, each value is
-// multiplied by the weight broadcast over the rows, as a following mul does.
-const RMS: &str =
-    "const CENTER: bool = false;\nfn weight_at(i: vec4<u32>) -> f32 { return 1.0; }\n";
-const CENTERED: &str =
-    "const CENTER: bool = true;\nfn weight_at(i: vec4<u32>) -> f32 { return 1.0; }\n";
-const RMS_MUL: &str = "const CENTER: bool = false;\n\
-    fn weight_at(i: vec4<u32>) -> f32 { return load_b(addr(p.b, i % p.b.ne)); }\n";
-const CENTERED_MUL: &str = "const CENTER: bool = true;\n\
-    fn weight_at(i: vec4<u32>) -> f32 { return load_b(addr(p.b, i % p.b.ne)); }\n";
 
 pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     encode_rows(ctx, ctx.op(), ctx.src(0), None)
@@ -36,12 +32,18 @@ pub fn encode_rows(
     src: TensorId,
     weight: Option<TensorId>,
 ) -> Result<Vec<Dispatch>> {
-    let (name, defs, eps) = match (op, weight.is_some()) {
-        (Op::RmsNorm { eps }, false) => ("rms_norm", RMS, eps),
-        (Op::RmsNorm { eps }, true) => ("rms_norm_mul", RMS_MUL, eps),
-        (Op::Norm { eps }, false) => ("norm", CENTERED, eps),
-        (Op::Norm { eps }, true) => ("norm_mul", CENTERED_MUL, eps),
+    let (names, defs, eps) = match op {
+        Op::RmsNorm { eps } => (
+            ["rms_norm", "rms_norm_mul"],
+            "const CENTER: bool = false;\n",
+            eps,
+        ),
+        Op::Norm { eps } => (["norm", "norm_mul"], "const CENTER: bool = true;\n", eps),
         _ => return Err(ctx.dev.error("norm encoder got another op")),
+    };
+    let (name, body) = match weight {
+        Some(_) => (names[1], WEIGHTED),
+        None => (names[0], UNWEIGHTED),
     };
     let srcs: Vec<TensorId> = std::iter::once(src).chain(weight).collect();
     let (bindings, mut params) = ctx.bind_all(&srcs)?;
@@ -49,7 +51,7 @@ pub fn encode_rows(
     let wg = ctx.workgroup(256);
     let rows = ctx.graph.layout(src).n_rows() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, name, &srcs, BODY, defs, true, wg),
+        key: key(ctx, name, &srcs, body, defs, true, wg),
         bindings,
         params,
         workgroups: ctx.grid(rows),

@@ -7,20 +7,20 @@ use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
 
-const BODY: &[&str] = &[include_str!("../../../../wgsl/softmax.wgsl")];
-
-// The defs give `causal(x, i)`, which may mask a logit as it is read, and
-// `mask_at(i)`, the mask added after scaling.
-const NO_MASK: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 { return x; }\n\
-    fn mask_at(i: vec4<u32>) -> f32 { return 0.0; }\n";
-// Mask rows past the logits' ne1 are ignored; dims 2 and 3 repeat by modulo.
-const MASK: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 { return x; }\n\
-    fn mask_at(i: vec4<u32>) -> f32 {\n\
-    \x20   return load_b(addr(p.b, vec4<u32>(i.x, i.y, i.z % p.b.ne.z, i.w % p.b.ne.w)));\n}\n";
+const SOFT_MAX: &str = include_str!("../../../../wgsl/softmax.wgsl");
+// The kernel calls `causal(x, i)`, which may mask a logit as it is read,
+// and `mask_at(i)`, the mask added after scaling.
+const READ_AS_IS: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 { return x; }\n";
 // diag_mask_inf's rule, applied as the logits are read (p.y.x: n_past).
-const CAUSAL: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 {\n\
-    \x20   return select(x, bitcast<f32>(0xff800000u), i.x > p.y.x + i.y);\n}\n\
-    fn mask_at(i: vec4<u32>) -> f32 { return 0.0; }\n";
+const READ_CAUSAL: &str = "fn causal(x: f32, i: vec4<u32>) -> f32 {\n\
+    \x20   return select(x, bitcast<f32>(0xff800000u), i.x > p.y.x + i.y);\n}\n";
+const ADD_NOTHING: &str = "fn mask_at(i: vec4<u32>) -> f32 { return 0.0; }\n";
+// Mask rows past the logits' ne1 are ignored; dims 2 and 3 repeat by modulo.
+const ADD_MASK: &str = "fn mask_at(i: vec4<u32>) -> f32 {\n\
+    \x20   return load_b(addr(p.b, vec4<u32>(i.x, i.y, i.z % p.b.ne.z, i.w % p.b.ne.w)));\n}\n";
+const NO_MASK: &[&str] = &[READ_AS_IS, ADD_NOTHING, SOFT_MAX];
+const MASK: &[&str] = &[READ_AS_IS, ADD_MASK, SOFT_MAX];
+const CAUSAL: &[&str] = &[READ_CAUSAL, ADD_NOTHING, SOFT_MAX];
 
 pub fn supports(graph: &Graph, id: TensorId) -> bool {
     let node = graph.node(id);
@@ -49,7 +49,7 @@ fn rows(
     ctx: &Ctx,
     name: &str,
     srcs: &[TensorId],
-    defs: &'static str,
+    body: &'static [&'static str],
     n_past: u32,
 ) -> Result<Vec<Dispatch>> {
     let Op::SoftMax { scale } = ctx.op() else {
@@ -61,7 +61,7 @@ fn rows(
     let wg = ctx.workgroup(256);
     let rows = ctx.graph.layout(srcs[0]).n_rows() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, name, srcs, BODY, defs, true, wg),
+        key: key(ctx, name, srcs, body, "", true, wg),
         bindings,
         params,
         workgroups: ctx.grid(rows),
