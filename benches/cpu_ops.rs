@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use wginfer::backend::cpu::CpuBackend;
-use wginfer::backend::Backend;
+use wginfer::backend::{Backend, TensorIo};
 use wginfer::graph::Graph;
 use wginfer::{DType, Result};
 
@@ -16,12 +16,12 @@ fn bench_matvec(cpu: &CpuBackend, dtype: DType, k: usize, m: usize) -> Result<()
     let x = g.input("x", DType::F32, &[k])?;
     let y = g.mul_mat(w, x)?;
     g.set_output(y)?;
-    g.allocate(cpu)?;
+    cpu.allocate_graph(&mut g)?;
     let values: Vec<f32> = (0..k * m)
         .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
         .collect();
-    g.write_f32(cpu, w, &values)?;
-    g.write_f32(cpu, x, &vec![0.5; k])?;
+    cpu.write_f32(&g, w, &values)?;
+    cpu.write_f32(&g, x, &vec![0.5; k])?;
     let order = g.compute_order();
     cpu.compute(&g, &order)?; // warm-up
     let reps = 20;

@@ -17,7 +17,7 @@ use clap::Parser;
 use common::{json_num, json_str, ModelArgs};
 use wginfer::model::synthetic::SyntheticLlama;
 use wginfer::model::Model;
-use wginfer::parity::Rng;
+use wginfer::rng::Rng;
 
 /// Measure prompt (pp) and generation (tg) speed.
 #[derive(Parser, Debug)]

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The project's test command: what CI runs (.ci/run) on a fresh machine.
 # Installs what the tests need (lavapipe when no Vulkan driver is present,
-# the default model when missing), then checks formatting, lints and tests.
+# the default model when missing), then checks formatting, lints, docs, the
+# other platforms' builds and the tests. GPU tests fail here, rather than
+# skip, when no adapter opens (WGINFER_REQUIRE_ADAPTER).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup-vulkan.sh
 bash scripts/fetch-model.sh
-export NODEVICE_SELECT=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+export NODEVICE_SELECT=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" WGINFER_REQUIRE_ADAPTER=1
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+bash scripts/check-targets.sh
 cargo test

@@ -1,5 +1,7 @@
 //! GGUF writer -> reader round trips, and reading the default model.
 
+mod fixtures;
+
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -288,28 +290,9 @@ fn streams_a_4_gib_model() {
     }
 }
 
-fn default_model() -> Option<PathBuf> {
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if p.exists() {
-        return Some(p);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{} is missing (run scripts/fetch-model.sh)", p.display());
-    }
-    eprintln!(
-        "note: {} is missing; skipping (run scripts/fetch-model.sh)",
-        p.display()
-    );
-    None
-}
-
 #[test]
 fn reads_the_default_model() {
-    let Some(path) = default_model() else {
-        return;
-    };
-    let f = GgufFile::open(&path).unwrap();
+    let f = GgufFile::open(fixtures::default_model()).unwrap();
     assert_eq!(f.version(), 3);
     assert_eq!(f.alignment(), 32);
     assert_eq!(f.metadata().len(), 33);

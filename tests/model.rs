@@ -7,11 +7,11 @@
 //! The tests share one CPU and one wgpu model (each used by one test at a
 //! time through a lock).
 
+mod fixtures;
 #[path = "tokenizer_support/json.rs"]
 #[allow(dead_code)]
 mod json;
 
-use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use json::Json;
@@ -29,54 +29,21 @@ const GREEDY_MARGIN: f32 = 0.25;
 /// Teacher-forced positions with at least this margin must agree.
 const FORCED_MARGIN: f32 = 0.5;
 
-fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn refs() -> PathBuf {
-    manifest().join("../shared/refs")
-}
-
-/// Whether the model and references exist; a failure under CI when not.
-fn inputs_present() -> bool {
-    let model = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    for p in [
-        model,
-        refs().join("greedy.json"),
-        refs().join("logits.json"),
-        refs().join("logits_last_0.f32"),
-        refs().join("ppl_gpl3.txt"),
-    ] {
-        if !p.exists() {
-            if std::env::var_os("CI").is_some() {
-                panic!("{} is missing (run scripts/fetch-model.sh)", p.display());
-            }
-            eprintln!("note: {} is missing; skipping", p.display());
-            return false;
-        }
-    }
-    true
-}
-
 fn load(backend: BackendChoice, n_ctx: usize, n_batch: usize) -> Model {
-    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     let opts = LoadOptions {
         backend,
         n_ctx,
         n_batch,
         ..LoadOptions::default()
     };
-    Model::load(path, &opts).expect("load the default model")
+    Model::load(fixtures::default_model(), &opts).expect("load the default model")
 }
 
-/// The shared CPU model, or `None` when the inputs are missing.
-fn model() -> Option<MutexGuard<'static, Model>> {
+/// The shared CPU model.
+fn model() -> MutexGuard<'static, Model> {
     static MODEL: OnceLock<Mutex<Model>> = OnceLock::new();
-    if !inputs_present() {
-        return None;
-    }
     let m = MODEL.get_or_init(|| Mutex::new(load(BackendChoice::Cpu, N_CTX, 0)));
-    Some(m.lock().unwrap_or_else(|e| e.into_inner()))
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The shared models' options on wgpu.
@@ -88,42 +55,29 @@ fn gpu_options() -> LoadOptions {
     }
 }
 
-/// A model on wgpu with `n_gpu_layers`, or `None` (with a note) when no
-/// adapter opens; under CI a missing adapter fails the test.
-fn load_gpu(n_gpu_layers: Option<usize>) -> Option<Model> {
-    load_gpu_with(&LoadOptions {
-        n_gpu_layers,
-        ..gpu_options()
-    })
-}
-
-/// [`load_gpu`] with any options.
+/// A model on wgpu with these options, or `None` when no adapter opens
+/// (reported as a skipped check, and a failure where an adapter is required).
 fn load_gpu_with(opts: &LoadOptions) -> Option<Model> {
-    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    match Model::load(path, opts) {
-        Ok(m) => Some(m),
-        Err(e) if std::env::var_os("CI").is_some() => panic!("CI needs wgpu (lavapipe): {e}"),
-        Err(e) => {
-            eprintln!("note: no wgpu adapter, test not run: {e}");
-            None
-        }
-    }
-}
-
-/// The shared all-GPU model.
-fn gpu_model() -> Option<MutexGuard<'static, Model>> {
-    static MODEL: OnceLock<Option<Mutex<Model>>> = OnceLock::new();
-    if !inputs_present() {
+    if wginfer::backend::wgpu::list_adapters().is_empty() {
+        fixtures::no_adapter(1, "wgpu lists no adapter");
         return None;
     }
-    let m = MODEL
-        .get_or_init(|| load_gpu(None).map(Mutex::new))
-        .as_ref()?;
+    Some(Model::load(fixtures::default_model(), opts).expect("load the default model on wgpu"))
+}
+
+/// The shared all-GPU model, or `None` (reported) without an adapter.
+fn gpu_model() -> Option<MutexGuard<'static, Model>> {
+    static MODEL: OnceLock<Mutex<Model>> = OnceLock::new();
+    if let Some(m) = MODEL.get() {
+        return Some(m.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    let loaded = load_gpu_with(&gpu_options())?;
+    let m = MODEL.get_or_init(|| Mutex::new(loaded));
     Some(m.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn read_json(name: &str) -> Json {
-    let path = refs().join(name);
+    let path = fixtures::llamacpp(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     json::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -236,7 +190,7 @@ fn check_greedy(m: &mut Model) -> Vec<String> {
 
 #[test]
 fn greedy_matches_llama_cpp() {
-    let Some(mut m) = model() else { return };
+    let mut m = model();
     for line in check_greedy(&mut m) {
         eprintln!("{line}");
     }
@@ -295,7 +249,7 @@ fn kl(p_logits: &[f32], q_logits: &[f32]) -> f64 {
 
 /// llama.cpp's full last-position logits for prompt `k` of logits.json.
 fn reference_last_logits(k: u64) -> Vec<f32> {
-    let path = refs().join(format!("logits_last_{k}.f32"));
+    let path = fixtures::llamacpp(&format!("logits_last_{k}.f32"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     bytes
         .chunks_exact(4)
@@ -364,7 +318,7 @@ macro_rules! on_cpu_and_wgpu {
     ($check:ident: $cpu:ident, $wgpu:ident) => {
         #[test]
         fn $cpu() {
-            let Some(mut m) = model() else { return };
+            let mut m = model();
             $check(&mut m, "cpu");
         }
 
@@ -380,10 +334,12 @@ on_cpu_and_wgpu!(check_teacher_forced: teacher_forced_argmax_agrees, teacher_for
 
 #[test]
 fn logits_match_llama_cpp_and_cpu_matches_wgpu() {
-    let Some(mut cpu) = model() else { return };
+    let mut cpu = model();
     let cpu_logits = check_reference_logits(&mut cpu, "cpu");
     drop(cpu);
-    let Some(mut gpu) = gpu_model() else { return };
+    let Some(mut gpu) = gpu_model() else {
+        return;
+    };
     let gpu_logits = check_reference_logits(&mut gpu, "wgpu");
     for (c, g) in cpu_logits.iter().zip(&gpu_logits) {
         let (mut err, mut norm) = (0.0f64, 0.0f64);
@@ -439,10 +395,14 @@ fn assert_same_runs(want: &[(Vec<u32>, Vec<f32>)], runs: &[(Vec<u32>, Vec<f32>)]
 
 #[test]
 fn offloading_ten_layers_gives_the_same_tokens() {
-    let Some(mut cpu) = model() else { return };
+    let mut cpu = model();
     let want = greedy_runs(&mut cpu);
     drop(cpu);
-    let Some(mut mixed) = load_gpu(Some(10)) else {
+    let ten = LoadOptions {
+        n_gpu_layers: Some(10),
+        ..gpu_options()
+    };
+    let Some(mut mixed) = load_gpu_with(&ten) else {
         return;
     };
     assert_eq!(mixed.offloaded_layers(), 10);
@@ -515,14 +475,11 @@ fn split_modes_over_two_devices_give_the_single_device_tokens() {
 
 #[test]
 fn bad_device_settings_fail_before_any_upload() {
-    if !inputs_present() {
-        return;
-    }
     if wginfer::backend::wgpu::list_adapters().is_empty() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs wgpu (lavapipe)");
+        fixtures::no_adapter(5, "wgpu lists no adapter");
         return;
     }
-    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let path = fixtures::default_model();
     let layer = |split: &[f32]| two_devices(SplitMode::Layer, 0, split);
     let cases = [
         (layer(&[1.0, 1.0, 1.0]), "3 entries for 2 devices"),
@@ -581,7 +538,7 @@ fn bad_device_settings_fail_before_any_upload() {
 /// `perplexity -c 128` on ppl_gpl3.txt against llama.cpp's 27.8036.
 fn check_perplexity(m: &mut Model, label: &str) {
     let want = 27.8036;
-    let text = std::fs::read_to_string(refs().join("ppl_gpl3.txt")).expect("ppl_gpl3.txt");
+    let text = std::fs::read_to_string(fixtures::llamacpp("ppl_gpl3.txt")).expect("ppl_gpl3.txt");
     let tokens = m
         .tokenizer()
         .encode_opts(&text, true, false)
@@ -604,7 +561,7 @@ on_cpu_and_wgpu!(check_perplexity: perplexity_matches_llama_cpp, perplexity_matc
 
 #[test]
 fn kv_cache_steps_match_one_batch() {
-    let Some(mut m) = model() else { return };
+    let mut m = model();
     let ids = m
         .tokenize("The capital of France is Paris, and")
         .expect("ids");
@@ -633,7 +590,7 @@ fn kv_cache_steps_match_one_batch() {
 
 #[test]
 fn prompts_past_the_context_are_errors() {
-    let Some(mut m) = model() else { return };
+    let mut m = model();
     let long = "word ".repeat(N_CTX + 10);
     let opts = GenerateOptions::default();
     let e = m
@@ -666,7 +623,7 @@ fn prompts_past_the_context_are_errors() {
 
 #[test]
 fn seeded_sampling_repeats() {
-    let Some(mut m) = model() else { return };
+    let mut m = model();
     let mut run = |seed| {
         let opts = GenerateOptions {
             n_predict: 8,
@@ -689,20 +646,19 @@ fn seeded_sampling_repeats() {
 
 #[test]
 fn f32_kv_cache_agrees_with_f16() {
-    let Some(mut m) = model() else { return };
+    let mut m = model();
     let ids = m
         .tokenize("The Industrial Revolution began in")
         .expect("ids");
     let f16 = m.eval(&ids, 0, false).expect("f16 cache");
     drop(m);
-    let path = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     let opts = LoadOptions {
         backend: BackendChoice::Cpu,
         n_ctx: 64,
         kv_type: wginfer::DType::F32,
         ..LoadOptions::default()
     };
-    let mut m32 = Model::load(path, &opts).expect("load with an f32 cache");
+    let mut m32 = Model::load(fixtures::default_model(), &opts).expect("load with an f32 cache");
     let f32 = m32.eval(&ids, 0, false).expect("f32 cache");
     let diff = f16
         .iter()
@@ -712,4 +668,77 @@ fn f32_kv_cache_agrees_with_f16() {
     eprintln!("f16 vs f32 cache: max |logit diff| {diff}");
     assert!(diff < 0.5, "{diff}");
     assert_eq!(argmax(&f16), argmax(&f32));
+}
+
+/// Logits of a conversation-like sequence in one context: a prompt, decode
+/// steps, a second prompt after them, and decode steps across a padding
+/// boundary of the attended cache length (a new graph shape).
+fn plan_reuse_sequence(m: &mut Model) -> Vec<Vec<f32>> {
+    let text = std::fs::read_to_string(fixtures::llamacpp("ppl_gpl3.txt")).expect("text");
+    let ids = m.tokenize(&text).expect("ids");
+    let boundary = wginfer::model::llama_graph::KV_PAD;
+    let (a, b) = (30, boundary - 8 - 33);
+    let mut out = vec![m.eval(&ids[..a], 0, false).expect("prompt")];
+    let mut pos = a;
+    for _ in 0..3 {
+        out.push(m.eval(&ids[pos..pos + 1], pos, false).expect("step"));
+        pos += 1;
+    }
+    out.push(
+        m.eval(&ids[pos..pos + b], pos, false)
+            .expect("second prompt"),
+    );
+    pos += b;
+    for _ in 0..12 {
+        out.push(m.eval(&ids[pos..pos + 1], pos, false).expect("step"));
+        pos += 1;
+    }
+    assert!(pos > boundary, "the steps cross {boundary}");
+    out
+}
+
+fn check_plan_reuse(m: &mut Model, label: &str) {
+    let built = m.plans_built();
+    let reused = plan_reuse_sequence(m);
+    // Two prompt shapes and two decode shapes (before and after the boundary).
+    assert!(m.plans_built() - built <= 4, "{label}: plans were rebuilt");
+    m.set_plan_reuse(false);
+    let fresh = plan_reuse_sequence(m);
+    m.set_plan_reuse(true);
+    for (i, (r, f)) in reused.iter().zip(&fresh).enumerate() {
+        let (mut err, mut norm) = (0.0f64, 0.0f64);
+        for (&a, &b) in r.iter().zip(f) {
+            err += (a as f64 - b as f64).powi(2);
+            norm += (b as f64).powi(2);
+        }
+        assert!(err / norm <= 1e-6, "{label} eval {i}: NMSE {}", err / norm);
+    }
+}
+
+/// A model whose context spans two padding lengths of the attended cache.
+fn two_pad_model(backend: BackendChoice) -> Option<Model> {
+    let on_gpu = matches!(backend, BackendChoice::Wgpu);
+    let opts = LoadOptions {
+        backend,
+        n_ctx: 2 * wginfer::model::llama_graph::KV_PAD,
+        ..LoadOptions::default()
+    };
+    match on_gpu {
+        true => load_gpu_with(&opts),
+        false => Some(Model::load(fixtures::default_model(), &opts).expect("load")),
+    }
+}
+
+#[test]
+fn reused_plans_give_fresh_graphs_logits() {
+    let mut m = two_pad_model(BackendChoice::Cpu).expect("a CPU model");
+    check_plan_reuse(&mut m, "cpu");
+}
+
+#[test]
+fn reused_plans_give_fresh_graphs_logits_on_wgpu() {
+    let Some(mut m) = two_pad_model(BackendChoice::Wgpu) else {
+        return;
+    };
+    check_plan_reuse(&mut m, "wgpu");
 }

@@ -2,11 +2,13 @@
 //! reduction variants (subgroup where the adapter has subgroups, and the
 //! workgroup shared-memory fallback). With `CI` set, a missing adapter fails.
 
+mod fixtures;
+
 use std::sync::OnceLock;
 
 use wginfer::backend::cpu::CpuBackend;
 use wginfer::backend::wgpu::{Reduction, WgpuBackend, WgpuOptions};
-use wginfer::backend::Backend;
+use wginfer::backend::{Backend, TensorIo};
 use wginfer::parity::{all_cases, check};
 
 fn backends() -> &'static [WgpuBackend] {
@@ -22,21 +24,18 @@ fn backends() -> &'static [WgpuBackend] {
         };
         let first = match open(Reduction::Auto, false) {
             Ok(b) => b,
-            Err(e) if std::env::var_os("CI").is_some() => {
-                panic!("CI needs a GPU adapter (lavapipe): {e}")
+            Err(e) if fixtures::adapter_required() => {
+                panic!("a GPU adapter is required here (lavapipe in CI): {e}")
             }
-            Err(e) => {
-                eprintln!("no GPU adapter, wgpu parity not run: {e}");
-                return vec![];
-            }
+            Err(_) => return vec![],
         };
         let mut all = vec![];
         if first.reduction() == Reduction::Subgroup {
             all.push(
                 open(Reduction::Workgroup, true).expect("a second device on the same adapter"),
             );
-        } else if std::env::var_os("CI").is_some() {
-            panic!("CI expects an adapter with subgroups so both variants are tested");
+        } else if fixtures::adapter_required() {
+            panic!("the tests need an adapter with subgroups so both variants are tested");
         }
         all.insert(0, first);
         all
@@ -51,6 +50,10 @@ fn run_op(op: &str) {
         .filter(|c| c.op == op)
         .collect();
     assert!(!cases.is_empty(), "no cases for {op}");
+    if backends().is_empty() {
+        fixtures::no_adapter(cases.len() * 2, "wgpu parity needs an adapter");
+        return;
+    }
     let mut failures = vec![];
     for backend in backends() {
         for case in &cases {
@@ -89,20 +92,23 @@ parity_tests! {
     soft_max => "soft_max",
     rope => "rope",
     get_rows => "get_rows",
+    set_rows => "set_rows",
     rms_norm => "rms_norm",
     mul_mat => "mul_mat",
+    fused => "fused",
 }
 
 #[test]
 fn an_empty_split_submits_nothing() {
     let Some(gpu) = backends().first() else {
+        fixtures::no_adapter(2, "no adapter");
         return;
     };
     let mut g = wginfer::graph::Graph::new();
     let x = g.input("x", wginfer::DType::F32, &[8, 4]).unwrap();
     let t = g.transpose(x).unwrap();
     g.reshape(x, &[32]).unwrap();
-    g.allocate(gpu).unwrap();
+    gpu.allocate_graph(&mut g).unwrap();
     gpu.compute(&g, &g.compute_order()).unwrap();
     let stats = gpu.last_run_stats();
     assert_eq!(
@@ -111,7 +117,56 @@ fn an_empty_split_submits_nothing() {
         "views and inputs dispatch nothing"
     );
     let y = g.cont(t).unwrap();
-    g.allocate(gpu).unwrap();
+    gpu.allocate_graph(&mut g).unwrap();
     gpu.compute(&g, &[y]).unwrap();
     assert_eq!(gpu.last_run_stats().submits, 1);
+}
+
+#[test]
+fn fused_pairs_run_as_one_dispatch_unless_the_first_is_read_again() {
+    let cases: Vec<_> = all_cases()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.op == "fused")
+        .collect();
+    if backends().is_empty() {
+        fixtures::no_adapter(cases.len(), "no adapter");
+        return;
+    }
+    // Devices of its own: the shared ones' run statistics are overwritten
+    // by the tests running beside this one.
+    let own: Vec<WgpuBackend> = backends()
+        .iter()
+        .map(|b| {
+            WgpuBackend::new(&WgpuOptions {
+                reduction: b.reduction(),
+                ..Default::default()
+            })
+            .expect("a second device on the same adapter")
+        })
+        .collect();
+    for backend in &own {
+        for case in &cases {
+            let prepared = case.prepare(backend).unwrap();
+            prepared.run().unwrap();
+            let ops = case
+                .graph
+                .nodes()
+                .iter()
+                .filter(|n| !n.op.is_passive())
+                .count();
+            let want = if case.name.contains("read_twice") {
+                ops
+            } else {
+                1
+            };
+            assert_eq!(
+                backend.last_run_stats().dispatches,
+                want,
+                "{:?} {}",
+                backend.reduction(),
+                case.name
+            );
+        }
+    }
 }

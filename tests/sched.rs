@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{nmse, Rng};
 use wginfer::backend::cpu::CpuBackend;
-use wginfer::backend::{Backend, BufferHandle, BufferUsage};
+use wginfer::backend::{Backend, BufferHandle, BufferUsage, TensorIo};
 use wginfer::graph::{Graph, Op, TensorData, TensorId};
 use wginfer::sched::{Reason, Scheduler};
 use wginfer::{DType, Result};
@@ -68,7 +68,8 @@ fn weight(g: &mut Graph, backend: &dyn Backend, name: &str, ne: &[usize], seed: 
     let n: usize = ne.iter().product();
     let buffer = backend.alloc_buffer(n * 4, BufferUsage::Weights).unwrap();
     g.bind(id, TensorData { buffer, offset: 0 }).unwrap();
-    g.write_f32(backend, id, &Rng::new(seed).vec(n, -1.0, 1.0))
+    backend
+        .write_f32(g, id, &Rng::new(seed).vec(n, -1.0, 1.0))
         .unwrap();
     id
 }
@@ -277,7 +278,9 @@ fn row_parts_on_two_backends_gather_into_an_empty_tensor() {
         let bytes = rows.len() * k * 4;
         let buffer = backend.alloc_buffer(bytes, BufferUsage::Weights).unwrap();
         g.bind(id, TensorData { buffer, offset: 0 }).unwrap();
-        g.write_f32(backend.as_ref(), id, &w_all[rows.start * k..rows.end * k])
+        backend
+            .as_ref()
+            .write_f32(&g, id, &w_all[rows.start * k..rows.end * k])
             .unwrap();
         let product = g.mul_mat(id, x).unwrap();
         parts.push((product, rows));

@@ -2,6 +2,7 @@
 //! model, round trips, streaming decoding, SentencePiece and BPE on small
 //! synthetic vocabularies, and errors for bad metadata.
 
+mod fixtures;
 #[path = "tokenizer_support/json.rs"]
 mod json;
 #[path = "tokenizer_support/vocab.rs"]
@@ -13,29 +14,10 @@ use wginfer::gguf::{GgufFile, GgufWriter, Value};
 use wginfer::tokenizer::{PreTokenizer, TokenType, Tokenizer, TokenizerModel};
 use wginfer::Error;
 
-fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The default model's tokenizer and the reference directory, or `None`
-/// (with a note; a failure under CI) when either is missing.
-fn default_model() -> Option<(Tokenizer, PathBuf)> {
-    let model = manifest().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    let refs = manifest().join("../shared/refs");
-    for p in [&model, &refs.join("tokenize.json")] {
-        if !p.exists() {
-            if std::env::var_os("CI").is_some() {
-                panic!("{} is missing (run scripts/fetch-model.sh)", p.display());
-            }
-            eprintln!("note: {} is missing; skipping", p.display());
-            return None;
-        }
-    }
-    let file = GgufFile::open(&model).expect("open the default model");
-    Some((
-        Tokenizer::from_gguf(&file).expect("load its tokenizer"),
-        refs,
-    ))
+/// The default model's tokenizer (the model is fetched when missing).
+fn default_tokenizer() -> Tokenizer {
+    let file = GgufFile::open(fixtures::default_model()).expect("open the default model");
+    Tokenizer::from_gguf(&file).expect("load its tokenizer")
 }
 
 fn read_json(path: PathBuf) -> json::Json {
@@ -43,9 +25,9 @@ fn read_json(path: PathBuf) -> json::Json {
     json::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `(text, parse_special, ids)` of refs/tokenize.json.
-fn reference_cases(refs: &std::path::Path) -> Vec<(String, bool, Vec<u32>)> {
-    let all = read_json(refs.join("tokenize.json"));
+/// `(text, parse_special, ids)` of llama.cpp's tokenize.json.
+fn reference_cases() -> Vec<(String, bool, Vec<u32>)> {
+    let all = read_json(fixtures::llamacpp("tokenize.json"));
     let cases: Vec<_> = all
         .as_arr()
         .expect("an array")
@@ -69,9 +51,7 @@ fn reference_cases(refs: &std::path::Path) -> Vec<(String, bool, Vec<u32>)> {
 
 #[test]
 fn default_model_metadata() {
-    let Some((tok, _)) = default_model() else {
-        return;
-    };
+    let tok = default_tokenizer();
     assert_eq!(tok.model(), TokenizerModel::Bpe);
     assert_eq!(tok.pre_name(), Some("smollm"));
     assert_eq!(tok.pre_tokenizer(), PreTokenizer::Starcoder);
@@ -96,10 +76,8 @@ fn default_model_metadata() {
 
 #[test]
 fn encodes_every_reference_text_like_llama_cpp() {
-    let Some((tok, refs)) = default_model() else {
-        return;
-    };
-    let cases = reference_cases(&refs);
+    let tok = default_tokenizer();
+    let cases = reference_cases();
     let mut bad = Vec::new();
     for (text, parse_special, want) in &cases {
         let got = tok.encode(text, *parse_special).unwrap();
@@ -121,10 +99,8 @@ fn encodes_every_reference_text_like_llama_cpp() {
 
 #[test]
 fn decode_inverts_encode() {
-    let Some((tok, refs)) = default_model() else {
-        return;
-    };
-    for (text, parse_special, ids) in reference_cases(&refs) {
+    let tok = default_tokenizer();
+    for (text, parse_special, ids) in reference_cases() {
         assert_eq!(tok.decode(&ids), text, "parse_special {parse_special}");
         let bytes: Vec<u8> = ids
             .iter()
@@ -140,10 +116,8 @@ fn decode_inverts_encode() {
 
 #[test]
 fn greedy_reference_prompts_pieces_and_text() {
-    let Some((tok, refs)) = default_model() else {
-        return;
-    };
-    let greedy = read_json(refs.join("greedy.json"));
+    let tok = default_tokenizer();
+    let greedy = read_json(fixtures::llamacpp("greedy.json"));
     for r in greedy
         .get("results")
         .and_then(|v| v.as_arr())
@@ -192,9 +166,7 @@ fn greedy_reference_prompts_pieces_and_text() {
 
 #[test]
 fn stream_decoder_holds_back_split_characters() {
-    let Some((tok, _)) = default_model() else {
-        return;
-    };
+    let tok = default_tokenizer();
     let text = "Chinese 中文测试, emoji 🦀👍🏽 and é.";
     let ids = tok.encode(text, false).unwrap();
     let mut stream = tok.stream_decoder();

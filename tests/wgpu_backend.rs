@@ -3,7 +3,7 @@
 mod common;
 
 use wginfer::backend::cpu::CpuBackend;
-use wginfer::backend::{Backend, BufferRead, BufferUsage};
+use wginfer::backend::{Backend, BufferRead, BufferUsage, TensorIo};
 use wginfer::graph::Graph;
 use wginfer::{DType, Error};
 
@@ -147,12 +147,12 @@ fn a_graph_of_the_same_shape_reuses_bind_groups() {
         let buf = buffers
             .get_or_insert_with(|| gpu.alloc_buffer(plan.size, BufferUsage::Compute).unwrap());
         plan.assign(&mut g, buf).unwrap();
-        g.write_f32(&gpu, x, &values).unwrap();
+        gpu.write_f32(&g, x, &values).unwrap();
         gpu.compute(&g, &g.compute_order()).unwrap();
         let stats = gpu.last_run_stats();
         assert_eq!((stats.dispatches, stats.submits), (1, 1));
         assert_eq!(stats.new_bind_groups, usize::from(run == 0), "run {run}");
-        let got = g.read_f32(&gpu, y).unwrap();
+        let got = gpu.read_f32(&g, y).unwrap();
         let want: Vec<f32> = (0..32)
             .map(|i| {
                 if i % 8 > n_past + i / 8 {
@@ -184,11 +184,11 @@ fn a_norm_and_its_weight_run_as_one_dispatch_unless_the_norm_is_read_again() {
             if norm_is_output {
                 g.set_output(y).unwrap();
             }
-            g.allocate(backend).unwrap();
-            g.write_f32(backend, x, &x_values).unwrap();
-            g.write_f32(backend, w, &w_values).unwrap();
+            backend.allocate_graph(&mut g).unwrap();
+            backend.write_f32(&g, x, &x_values).unwrap();
+            backend.write_f32(&g, w, &w_values).unwrap();
             backend.compute(&g, &g.compute_order()).unwrap();
-            results.push(g.read_f32(backend, out).unwrap());
+            results.push(backend.read_f32(&g, out).unwrap());
         }
         let want = if norm_is_output { 2 } else { 1 };
         assert_eq!(
@@ -203,4 +203,35 @@ fn a_norm_and_its_weight_run_as_one_dispatch_unless_the_norm_is_read_again() {
             );
         }
     }
+}
+
+#[test]
+fn the_same_graph_run_again_is_not_encoded_again() {
+    let Some(gpu) = common::gpu() else { return };
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[64, 2]).unwrap();
+    let y = g.silu(x).unwrap();
+    let z = g.scale(y, 0.5).unwrap();
+    g.set_output(z).unwrap();
+    gpu.allocate_graph(&mut g).unwrap();
+    for (run, seed) in [0.1f32, 0.7, 1.3].into_iter().enumerate() {
+        // New inputs each run, as a decode step writes its token.
+        let values: Vec<f32> = (0..128).map(|i| (i as f32 * seed).sin()).collect();
+        gpu.write_f32(&g, x, &values).unwrap();
+        gpu.compute(&g, &g.compute_order()).unwrap();
+        let stats = gpu.last_run_stats();
+        assert_eq!(stats.encoded, run == 0, "run {run}");
+        assert_eq!((stats.dispatches, stats.submits), (2, 1));
+        let want: Vec<f32> = values
+            .iter()
+            .map(|&v| 0.5 * v / (1.0 + (-v).exp()))
+            .collect();
+        for (got, want) in gpu.read_f32(&g, z).unwrap().iter().zip(&want) {
+            assert!((got - want).abs() < 1e-6, "run {run}: {got} vs {want}");
+        }
+    }
+    // A changed graph (a new output) is encoded anew.
+    g.set_output(y).unwrap();
+    gpu.compute(&g, &g.compute_order()).unwrap();
+    assert!(gpu.last_run_stats().encoded);
 }

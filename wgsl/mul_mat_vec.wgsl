@@ -7,7 +7,9 @@
 // words of a row, so weight loads coalesce.
 // The type-specific part is `unit_w`/`x_elem`/`n_units` (see quant.wgsl).
 // p.x: row groups (of 4), column groups (of COLS), a's batch divisors r2
-// and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder.
+// and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder, and so does
+// `epilogue(sum, byte)`, which turns a row's sum into the stored value: the
+// sum itself, or the sum plus a residual (a fused `add`).
 
 fn x_at(xrow: u32, u: u32, i: u32) -> f32 {
     let k = x_elem(u, i);
@@ -32,10 +34,10 @@ fn finish(acc: vec4<f32>, m: u32, n: u32, i2: u32, i3: u32, ids: Ids) {
     if (ids.lid == 0u && n < p.b.ne.y) {
         let at = addr(p.d, vec4<u32>(m, n, i2, i3));
         let rows = p.a.ne.y;
-        if (m < rows) { store_d(at, t.x); }
-        if (m + 1u < rows) { store_d(at + p.d.nb.x, t.y); }
-        if (m + 2u < rows) { store_d(at + 2u * p.d.nb.x, t.z); }
-        if (m + 3u < rows) { store_d(at + 3u * p.d.nb.x, t.w); }
+        if (m < rows) { store_d(at, epilogue(t.x, at)); }
+        if (m + 1u < rows) { store_d(at + p.d.nb.x, epilogue(t.y, at + p.d.nb.x)); }
+        if (m + 2u < rows) { store_d(at + 2u * p.d.nb.x, epilogue(t.z, at + 2u * p.d.nb.x)); }
+        if (m + 3u < rows) { store_d(at + 3u * p.d.nb.x, epilogue(t.w, at + 3u * p.d.nb.x)); }
     }
 }
 

@@ -5,6 +5,9 @@
 // theta_scale, this computes pos * base^(-i0/n_dims) per pair as the
 // reference does. The YaRN corr dims and magnitude scale come from the host.
 // p.x: n_dims, neox, freq_base, freq_scale; p.y: ext_factor, mscale, corr dims.
+// The encoder defines `dst_addr(i)`, where element i of the result goes:
+// addressed by d's strides, or (fused with set_rows) with the token index
+// i.z replaced by the cache row the token's position names.
 
 fn yarn_theta(theta_extrap: f32, i0: u32) -> f32 {
     let theta_interp = bitcast<f32>(p.x.w) * theta_extrap;
@@ -35,7 +38,7 @@ fn main(ids: Ids) {
     let row = vec4<u32>(0u, r.x, r.y, r.z);
     if (k >= half) {
         let at = row + vec4<u32>(k + half, 0u, 0u, 0u);
-        store_d(addr(p.d, at), load_a(addr(p.a, at)));
+        store_d(dst_addr(at), load_a(addr(p.a, at)));
         return;
     }
     let i0 = 2u * k;
@@ -51,6 +54,6 @@ fn main(ids: Ids) {
     let a1 = row + vec4<u32>(j1, 0u, 0u, 0u);
     let x0 = load_a(addr(p.a, a0));
     let x1 = load_a(addr(p.a, a1));
-    store_d(addr(p.d, a0), x0 * c - x1 * s);
-    store_d(addr(p.d, a1), x0 * s + x1 * c);
+    store_d(dst_addr(a0), x0 * c - x1 * s);
+    store_d(dst_addr(a1), x0 * s + x1 * c);
 }

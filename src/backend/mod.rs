@@ -3,34 +3,14 @@
 //! reference, and by the wgpu backend.
 
 pub mod cpu;
+mod tensor_io;
 pub mod wgpu;
 
-use std::any::Any;
-use std::sync::Arc;
+pub use crate::buffer::{BackendBuffer, BufferHandle, BufferUsage};
+pub use tensor_io::TensorIo;
 
 use crate::graph::{Graph, TensorId};
 use crate::Result;
-
-/// What a buffer will hold; a backend may place them differently.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BufferUsage {
-    /// Model weights: written once, read by every graph.
-    Weights,
-    /// Activations, caches and inputs: read and written by graphs.
-    Compute,
-}
-
-/// Memory owned by one backend. Obtain one from [`Backend::alloc_buffer`].
-pub trait BackendBuffer: Send + Sync {
-    /// Size in bytes.
-    fn size(&self) -> usize;
-    /// What the buffer was allocated for.
-    fn usage(&self) -> BufferUsage;
-    /// Name of the backend that owns it.
-    fn backend_name(&self) -> &str;
-    /// For the owning backend to recover its concrete type.
-    fn as_any(&self) -> &dyn Any;
-}
 
 /// Work a backend has done since it was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,9 +31,6 @@ pub struct BufferRead<'a> {
     /// Where the bytes go; its length is the range's.
     pub out: &'a mut [u8],
 }
-
-/// A shared handle to a backend buffer.
-pub type BufferHandle = Arc<dyn BackendBuffer>;
 
 /// A device that stores tensors and computes graph nodes.
 ///

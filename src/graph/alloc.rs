@@ -3,7 +3,7 @@
 //! intermediate's bytes are reused once its last reader has run.
 
 use super::{Graph, Op, TensorData, TensorId};
-use crate::backend::BufferHandle;
+use crate::buffer::BufferHandle;
 use crate::Result;
 
 /// Offsets for the tensors that need storage, and the buffer size they take.

@@ -52,7 +52,7 @@ impl Graph {
         }
         let name = format!("{} (view)", self.node(src).name);
         let id = self.push(name, Op::View, vec![src], layout);
-        self.nodes[id.0].view_of = Some((src, offset));
+        self.node_mut(id).view_of = Some((src, offset));
         Ok(id)
     }
 
@@ -119,7 +119,41 @@ impl Graph {
         }
         let name = format!("cpy-{}", self.len());
         let id = self.push(name, Op::Cpy, vec![a], lb);
-        self.nodes[id.0].view_of = Some((b, 0));
+        self.node_mut(id).view_of = Some((b, 0));
+        Ok(id)
+    }
+
+    /// Copies the rows of `src` into rows `idx` (i32) of the 2-D tensor `dst`
+    /// (converting f32/f16); the result is `dst` after the copy. `src` is
+    /// read as contiguous rows of `dst`'s row length, one per index.
+    pub fn set_rows(&mut self, dst: TensorId, src: TensorId, idx: TensorId) -> Result<TensorId> {
+        self.check_ids(&[dst, src, idx])?;
+        float_type(self, src, "set_rows source")?;
+        float_type(self, dst, "set_rows destination")?;
+        expect_type(self, idx, DType::I32, "set_rows indices")?;
+        let (ld, ls, li) = (*self.layout(dst), *self.layout(src), *self.layout(idx));
+        if ld.ne[2] != 1 || ld.ne[3] != 1 || ld.nb[0] != ld.dtype.block_bytes() {
+            return Err(Error::shape(format!(
+                "set_rows: the destination {:?} must be 2-D with dense rows",
+                ld.ne
+            )));
+        }
+        if !ls.is_contiguous()
+            || !li.is_contiguous()
+            || ls.n_elements() != ld.ne[0] * li.n_elements()
+        {
+            return Err(Error::shape(format!(
+                "set_rows: {} contiguous indices {:?} need a contiguous source of {} rows of {}, got {:?}",
+                li.n_elements(),
+                li.ne,
+                li.n_elements(),
+                ld.ne[0],
+                ls.ne
+            )));
+        }
+        let name = format!("set_rows-{}", self.len());
+        let id = self.push(name, Op::SetRows, vec![src, idx], ld);
+        self.node_mut(id).view_of = Some((dst, 0));
         Ok(id)
     }
 

@@ -3,7 +3,7 @@
 //! lives in.
 //!
 //! ```
-//! use wginfer::{backend::{Backend, cpu::CpuBackend}, graph::Graph, DType};
+//! use wginfer::{backend::{Backend, TensorIo, cpu::CpuBackend}, graph::Graph, DType};
 //! # fn main() -> wginfer::Result<()> {
 //! let mut g = Graph::new();
 //! let x = g.input("x", DType::F32, &[4])?;
@@ -11,10 +11,10 @@
 //! let y = g.scale(y, 2.0)?;
 //! g.set_output(y)?;
 //! let cpu = CpuBackend::new();
-//! g.allocate(&cpu)?;
-//! g.write_f32(&cpu, x, &[0.0, 1.0, -1.0, 2.0])?;
+//! cpu.allocate_graph(&mut g)?;
+//! cpu.write_f32(&g, x, &[0.0, 1.0, -1.0, 2.0])?;
 //! cpu.compute(&g, &g.compute_order())?;
-//! let out = g.read_f32(&cpu, y)?;
+//! let out = cpu.read_f32(&g, y)?;
 //! assert!((out[1] - 2.0 * 0.7310586).abs() < 1e-6);
 //! # Ok(()) }
 //! ```
@@ -26,7 +26,7 @@ pub mod op;
 pub use alloc::{plan_allocation, plan_allocation_where, AllocationPlan};
 pub use op::{Op, RopeMode, RopeParams};
 
-use crate::backend::{Backend, BufferHandle};
+use crate::buffer::BufferHandle;
 use crate::tensor::{Layout, MAX_DIMS};
 use crate::{DType, Error, Result};
 
@@ -78,7 +78,11 @@ pub struct Node {
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     nodes: Vec<Node>,
+    version: u64,
 }
+
+/// Source of [`Graph::version`]s: every change of every graph takes the next.
+static NEXT_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Pads a shape of 1 to 4 dimensions with ones.
 pub fn shape4(ne: &[usize]) -> Result<[usize; MAX_DIMS]> {
@@ -102,6 +106,21 @@ impl Graph {
     /// All nodes, in computation order.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// A number that changes whenever the graph does (a node added, renamed,
+    /// marked as output or bound), unique across graphs: a backend may reuse
+    /// what it derived from a graph (its recorded dispatches) while the
+    /// version stays the same. A clone keeps the version, as it is the same
+    /// graph until one of the two changes.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Node `id` for changing it; the graph takes a new version.
+    pub(crate) fn node_mut(&mut self, id: TensorId) -> &mut Node {
+        self.version = NEXT_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &mut self.nodes[id.0]
     }
 
     /// The node of a tensor; panics on an id from another graph (see [`Graph::check_ids`]).
@@ -149,18 +168,19 @@ impl Graph {
     /// Renames a tensor (names show up in logs and errors).
     pub fn set_name(&mut self, id: TensorId, name: impl Into<String>) -> Result<()> {
         self.check_ids(&[id])?;
-        self.nodes[id.0].name = name.into();
+        self.node_mut(id).name = name.into();
         Ok(())
     }
 
     /// Keeps a tensor's bytes until the end of the graph so it can be read back.
     pub fn set_output(&mut self, id: TensorId) -> Result<()> {
         self.check_ids(&[id])?;
-        self.nodes[id.0].is_output = true;
+        self.node_mut(id).is_output = true;
         Ok(())
     }
 
     fn push(&mut self, name: String, op: Op, src: Vec<TensorId>, layout: Layout) -> TensorId {
+        self.version = NEXT_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.nodes.push(Node {
             name,
             op,
@@ -183,6 +203,7 @@ impl Graph {
             .chain(node.view_of.map(|v| v.0))
             .collect();
         self.check_ids(&refs)?;
+        self.version = NEXT_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.nodes.push(node);
         Ok(TensorId(self.nodes.len() - 1))
     }
@@ -251,7 +272,7 @@ impl Graph {
                 data.buffer.size()
             )));
         }
-        self.nodes[id.0].data = Some(data);
+        self.node_mut(id).data = Some(data);
         Ok(())
     }
 
@@ -271,17 +292,9 @@ impl Graph {
         })
     }
 
-    /// Allocates one buffer on `backend` for every tensor not bound yet
-    /// (intermediates share memory once their last reader ran).
-    pub fn allocate(&mut self, backend: &dyn Backend) -> Result<BufferHandle> {
-        let plan = plan_allocation(self, &self.compute_order(), backend.alignment());
-        let buffer =
-            backend.alloc_buffer(plan.size.max(1), crate::backend::BufferUsage::Compute)?;
-        plan.assign(self, &buffer)?;
-        Ok(buffer)
-    }
-
-    fn contiguous_data(&self, id: TensorId) -> Result<TensorData> {
+    /// Where a contiguous tensor's bytes are (an error for a strided one:
+    /// only contiguous tensors are read or written whole).
+    pub fn contiguous_data(&self, id: TensorId) -> Result<TensorData> {
         self.check_ids(&[id])?;
         if !self.layout(id).is_contiguous() {
             return Err(Error::invalid(format!(
@@ -290,63 +303,5 @@ impl Graph {
             )));
         }
         self.data(id)
-    }
-
-    /// Writes a contiguous tensor's bytes.
-    pub fn write_bytes(&self, backend: &dyn Backend, id: TensorId, bytes: &[u8]) -> Result<()> {
-        let data = self.contiguous_data(id)?;
-        let want = self.layout(id).span_bytes();
-        if bytes.len() != want {
-            return Err(Error::invalid(format!(
-                "'{}' takes {want} bytes, got {}",
-                self.node(id).name,
-                bytes.len()
-            )));
-        }
-        backend.write_buffer(&data.buffer, data.offset, bytes)
-    }
-
-    /// Reads a contiguous tensor's bytes.
-    pub fn read_bytes(&self, backend: &dyn Backend, id: TensorId) -> Result<Vec<u8>> {
-        let data = self.contiguous_data(id)?;
-        let mut out = vec![0; self.layout(id).span_bytes()];
-        backend.read_buffer(&data.buffer, data.offset, &mut out)?;
-        Ok(out)
-    }
-
-    /// Writes f32 values, converted (or quantized) to the tensor's type.
-    pub fn write_f32(&self, backend: &dyn Backend, id: TensorId, values: &[f32]) -> Result<()> {
-        self.check_ids(&[id])?;
-        let layout = self.layout(id);
-        if values.len() != layout.n_elements() {
-            return Err(Error::invalid(format!(
-                "'{}' has {} elements, got {} values",
-                self.node(id).name,
-                layout.n_elements(),
-                values.len()
-            )));
-        }
-        let bytes = crate::quant::quantize_row(layout.dtype, values)?;
-        self.write_bytes(backend, id, &bytes)
-    }
-
-    /// Writes i32 values (token ids, positions, row indices).
-    pub fn write_i32(&self, backend: &dyn Backend, id: TensorId, values: &[i32]) -> Result<()> {
-        self.check_ids(&[id])?;
-        if self.layout(id).dtype != DType::I32 {
-            return Err(Error::invalid(format!(
-                "'{}' is not an i32 tensor",
-                self.node(id).name
-            )));
-        }
-        self.write_bytes(backend, id, bytemuck::cast_slice(values))
-    }
-
-    /// Reads a contiguous tensor as f32 values (dequantizing if needed).
-    pub fn read_f32(&self, backend: &dyn Backend, id: TensorId) -> Result<Vec<f32>> {
-        let bytes = self.read_bytes(backend, id)?;
-        let mut out = vec![0.0; self.layout(id).n_elements()];
-        crate::quant::dequantize_row(self.layout(id).dtype, &bytes, &mut out)?;
-        Ok(out)
     }
 }

@@ -50,6 +50,30 @@ impl RopeParams {
             n_ctx_orig: 0,
         }
     }
+
+    /// First and last dimension of YaRN's ramp between extrapolation and
+    /// interpolation (ggml_rope_yarn_corr_dims).
+    pub fn yarn_corr_dims(&self) -> [f32; 2] {
+        // The dimension at which a frequency makes `n_rot` rotations over the
+        // original context.
+        let corr_dim = |n_rot: f32| {
+            self.n_dims as f32
+                * (self.n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * self.freq_base.ln())
+        };
+        let start = corr_dim(self.beta_fast).floor();
+        let end = corr_dim(self.beta_slow).ceil();
+        [start.max(0.0), end.min(self.n_dims as f32 - 1.0)]
+    }
+
+    /// YaRN's magnitude scale of the rotated values.
+    pub fn yarn_mscale(&self) -> f32 {
+        if self.ext_factor != 0.0 {
+            self.attn_factor * (1.0 + 0.1 * (1.0 / self.freq_scale).ln())
+        } else {
+            self.attn_factor
+        }
+    }
 }
 
 /// One operation of a graph node; sources are in [`super::Node::src`].
@@ -109,6 +133,12 @@ pub enum Op {
     /// Copies `src[0]`'s elements, in order, into this node's layout, converting
     /// the type (cpy, cont and cast).
     Cpy,
+    /// ggml_set_rows: row `i` of `src[0]` (read as contiguous rows of the
+    /// destination's row length) is copied, converting the type, into row
+    /// `src[1][i]` (i32) of the 2-D tensor this node writes (its `view_of`);
+    /// other rows keep their bytes. The KV cache is written this way, so a
+    /// decode graph does not change with the position.
+    SetRows,
 }
 
 impl Op {
@@ -133,6 +163,7 @@ impl Op {
             Op::GetRows => "get_rows",
             Op::Rope(_) => "rope",
             Op::Cpy => "cpy",
+            Op::SetRows => "set_rows",
         }
     }
 

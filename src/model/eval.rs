@@ -2,16 +2,20 @@
 //! backend, sized once by a measure pass over the largest batch and reused
 //! by every step, so a GPU backend sees the same buffers (and bind groups)
 //! token after token.
+//!
+//! Graphs depend only on their [`Shape`], so a step whose shape ran before
+//! reuses that graph, its schedule and its allocation (a few are kept): a
+//! decode step only writes its inputs and runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::config::LlamaConfig;
-use super::graph::{build, Batch, StepGraph};
 use super::kv_cache::KvCache;
+use super::llama_graph::{build, Batch, Shape, StepGraph, StepInputs};
 use super::weights::Weights;
 use crate::backend::{Backend, Counters};
-use crate::sched::{RunStats, Scheduler};
+use crate::sched::{RunStats, Schedule, Scheduler};
 use crate::{Error, Result};
 
 /// Where the time of one graph went, on the host's clock.
@@ -25,6 +29,18 @@ pub struct StepTimes {
     pub read: Duration,
 }
 
+/// Graphs kept for reuse: a prompt's, the decode step's, and a few more
+/// (another prompt length, logits of every position).
+const KEEP_PLANS: usize = 4;
+
+/// A built, scheduled and allocated graph, ready to run again.
+struct Plan {
+    step: StepGraph,
+    schedule: Schedule,
+    /// The evaluation that last ran it (for evicting the oldest).
+    last_used: u64,
+}
+
 /// Builds, schedules and computes batches.
 pub struct Evaluator {
     sched: Scheduler,
@@ -32,6 +48,10 @@ pub struct Evaluator {
     splits: usize,
     last: RunStats,
     times: StepTimes,
+    plans: Vec<Plan>,
+    reuse: bool,
+    runs: u64,
+    plans_built: u64,
 }
 
 impl std::fmt::Debug for Evaluator {
@@ -67,7 +87,7 @@ impl Evaluator {
             n_past: kv.n_ctx() - n_tokens,
             all_logits: false,
         };
-        let mut s = sched.schedule(&build(c, w, kv, worst)?.graph)?;
+        let mut s = sched.schedule(&build(c, w, kv, worst.shape(kv.n_ctx())?)?.graph)?;
         sched.allocate(&mut s)?;
         let per_backend = s.ops_per_backend(sched.backends().len());
         let on: Vec<String> = sched
@@ -85,7 +105,23 @@ impl Evaluator {
             n_batch: n_tokens,
             last: RunStats::default(),
             times: StepTimes::default(),
+            plans: Vec::new(),
+            reuse: true,
+            runs: 0,
+            plans_built: 0,
         })
+    }
+
+    /// Whether steps reuse the plan of an earlier step of the same shape.
+    pub fn set_plan_reuse(&mut self, reuse: bool) {
+        self.reuse = reuse;
+        self.plans.clear();
+    }
+
+    /// Graphs built (and scheduled and allocated) so far; a step that
+    /// reuses a graph builds none.
+    pub fn plans_built(&self) -> u64 {
+        self.plans_built
     }
 
     /// The backends, in the scheduler's priority order.
@@ -182,29 +218,55 @@ impl Evaluator {
         batch: Batch,
     ) -> Result<Vec<f32>> {
         let start = Instant::now();
-        let StepGraph {
-            graph,
-            tokens: tok_id,
-            positions,
-            logits,
-        } = build(c, w, kv, batch)?;
-        let mut s = self.sched.schedule(&graph)?;
-        self.sched.allocate(&mut s)?;
-        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-        let pos: Vec<i32> = (batch.n_past..batch.n_past + tokens.len())
-            .map(|p| p as i32)
-            .collect();
-        self.sched.write_i32(&s, tok_id, &ids)?;
-        self.sched.write_i32(&s, positions, &pos)?;
+        let shape = batch.shape(kv.n_ctx())?;
+        let at = self.plan(c, w, kv, shape)?;
+        let plan = &self.plans[at];
+        let (step, s) = (&plan.step, &plan.schedule);
+        let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv());
+        self.sched.write_i32(s, step.tokens, &inputs.tokens)?;
+        self.sched.write_i32(s, step.positions, &inputs.positions)?;
+        self.sched.write_f32(s, step.kq_mask, &inputs.kq_mask)?;
+        self.sched.write_i32(s, step.v_rows, &inputs.v_rows)?;
         let prepared = Instant::now();
-        self.last = self.sched.compute(&s)?;
+        self.last = self.sched.compute(s)?;
         let ran = Instant::now();
-        let out = self.sched.read_f32(&s, logits)?;
+        let out = self.sched.read_f32(s, step.logits)?;
         self.times = StepTimes {
             prepare: prepared - start,
             run: ran - prepared,
             read: ran.elapsed(),
         };
         Ok(out)
+    }
+
+    /// The index of the plan for `shape`, built (evicting the least
+    /// recently used one past [`KEEP_PLANS`]) when there is none.
+    fn plan(&mut self, c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result<usize> {
+        self.runs += 1;
+        if !self.reuse {
+            self.plans.clear();
+        }
+        if let Some(i) = self.plans.iter().position(|p| p.step.shape == shape) {
+            self.plans[i].last_used = self.runs;
+            return Ok(i);
+        }
+        let step = build(c, w, kv, shape)?;
+        let mut schedule = self.sched.schedule(&step.graph)?;
+        self.sched.allocate(&mut schedule)?;
+        self.plans_built += 1;
+        let plan = Plan {
+            step,
+            schedule,
+            last_used: self.runs,
+        };
+        if self.plans.len() < KEEP_PLANS {
+            self.plans.push(plan);
+            return Ok(self.plans.len() - 1);
+        }
+        let oldest = (0..self.plans.len())
+            .min_by_key(|&i| self.plans[i].last_used)
+            .unwrap_or(0);
+        self.plans[oldest] = plan;
+        Ok(oldest)
     }
 }

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::backend::{open_cpu, open_custom, open_wgpu, BackendChoice, BackendInfo, Opened};
 use super::config::LlamaConfig;
+use super::devices::{open_cpu, open_custom, open_wgpu, BackendChoice, BackendInfo, Opened};
 use super::eval::Evaluator;
-use super::graph::expected_weights;
 use super::kv_cache::KvCache;
+use super::llama_graph::expected_weights;
 use super::placement::{GpuSplit, LayerPlacement, SplitMode};
 use super::weights::Weights;
 use crate::backend::wgpu::AdapterChoice;
@@ -356,6 +356,19 @@ impl Model {
     /// Splits of the largest graph: 1 when it runs on one backend.
     pub fn splits(&self) -> usize {
         self.eval.splits()
+    }
+
+    /// Whether evaluations reuse the graph, schedule and recorded dispatches
+    /// of an earlier one of the same shape (the default); off, every
+    /// evaluation builds its graph anew (for comparisons and bug hunts).
+    pub fn set_plan_reuse(&mut self, reuse: bool) {
+        self.eval.set_plan_reuse(reuse);
+    }
+
+    /// Graphs built (scheduled and allocated) so far: one per shape while
+    /// plans are reused.
+    pub fn plans_built(&self) -> u64 {
+        self.eval.plans_built()
     }
 
     /// What the last evaluation did: splits run, tensors copied between backends.

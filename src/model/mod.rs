@@ -58,15 +58,15 @@
 //! ```
 //!
 //! Lower down, [`Model::eval`] gives the logits of a batch of tokens at
-//! given positions, and [`graph::build`] the graph itself.
+//! given positions, and [`llama_graph::build`] the graph itself.
 
-mod backend;
 mod chat;
 mod config;
+mod devices;
 mod eval;
 mod generate;
-pub mod graph;
 mod kv_cache;
+pub mod llama_graph;
 mod load;
 mod perplexity;
 mod placement;
@@ -74,9 +74,9 @@ mod sampler;
 pub mod synthetic;
 mod weights;
 
-pub use backend::{BackendChoice, BackendInfo};
 pub use chat::{apply_chat, chatml_user_turn, is_chatml};
 pub use config::{LlamaConfig, SUPPORTED_ARCHITECTURES};
+pub use devices::{BackendChoice, BackendInfo};
 pub use eval::{Evaluator, StepTimes};
 pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};
 pub use kv_cache::{KvCache, LayerCache};

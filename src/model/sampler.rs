@@ -1,7 +1,7 @@
 //! Picking the next token from logits: greedy, or llama.cpp's chain
 //! top-k → top-p → temperature → a seeded draw.
 
-use crate::parity::Rng;
+use crate::rng::Rng;
 use crate::{Error, Result};
 
 /// How to sample.
@@ -36,7 +36,7 @@ pub struct Sampler {
     rng: RngState,
 }
 
-/// `parity::Rng` has no `Debug`; keep the seed for it.
+/// `rng::Rng` has no `Debug`; keep the seed for it.
 struct RngState(Rng, u64);
 
 impl std::fmt::Debug for RngState {

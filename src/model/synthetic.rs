@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::gguf::GgufWriter;
-use crate::parity::Rng;
+use crate::rng::Rng;
 use crate::{DType, Error, Result};
 
 /// The shape and types of a synthetic llama model.

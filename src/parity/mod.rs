@@ -6,14 +6,13 @@
 //! `examples/backend_ops.rs` runs the same cases from the command line.
 
 mod cases;
-mod rng;
 
+pub use crate::rng::Rng;
 pub use cases::{all_cases, perf_cases};
-pub use rng::Rng;
 
 use std::time::Instant;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, TensorIo};
 use crate::graph::{Graph, TensorId};
 use crate::{DType, Result};
 
@@ -76,6 +75,20 @@ impl CaseBuilder {
         Ok(id)
     }
 
+    /// An i32 input of `n` distinct values in `0..below` (`n <= below`), in
+    /// random order: rows for set_rows, where repeats would race.
+    pub fn distinct_indices(&mut self, n: usize, below: usize) -> Result<TensorId> {
+        let id = self.g.input("rows", DType::I32, &[n])?;
+        let mut all: Vec<i32> = (0..below as i32).collect();
+        for i in 0..n.min(below) {
+            let j = i + self.rng.below(below - i);
+            all.swap(i, j);
+        }
+        all.truncate(n);
+        self.inputs.push((id, Fill::I32(all)));
+        Ok(id)
+    }
+
     /// An i32 input of shape `ne` with values in `0..below`.
     pub fn indices(&mut self, ne: &[usize], below: usize) -> Result<TensorId> {
         let id = self.g.input("ids", DType::I32, ne)?;
@@ -111,11 +124,11 @@ impl Case {
     pub fn prepare<'a>(&self, backend: &'a dyn Backend) -> Result<Prepared<'a>> {
         let mut graph = self.graph.clone();
         graph.set_output(self.out)?;
-        graph.allocate(backend)?;
+        backend.allocate_graph(&mut graph)?;
         for (id, fill) in &self.inputs {
             match fill {
-                Fill::F32(v) => graph.write_f32(backend, *id, v)?,
-                Fill::I32(v) => graph.write_i32(backend, *id, v)?,
+                Fill::F32(v) => backend.write_f32(&graph, *id, v)?,
+                Fill::I32(v) => backend.write_i32(&graph, *id, v)?,
             }
         }
         let order = graph.compute_order();
@@ -150,7 +163,7 @@ impl Prepared<'_> {
     /// Computes the graph once and reads the output.
     pub fn run(&self) -> Result<Vec<f32>> {
         self.backend.compute(&self.graph, &self.order)?;
-        self.graph.read_f32(self.backend, self.out)
+        self.backend.read_f32(&self.graph, self.out)
     }
 
     /// Mean seconds per compute over at least `reps` runs (fewer when one

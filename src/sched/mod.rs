@@ -36,7 +36,7 @@ pub use split::Split;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BufferHandle, BufferRead, BufferUsage};
+use crate::backend::{Backend, BufferHandle, BufferRead, BufferUsage, TensorIo};
 use crate::graph::{plan_allocation_where, Graph, TensorId};
 use crate::{Error, Result};
 
@@ -245,19 +245,19 @@ impl Scheduler {
     /// Writes i32 values into an input of the original graph.
     pub fn write_i32(&self, s: &Schedule, input: TensorId, values: &[i32]) -> Result<()> {
         let (b, id) = self.backend_of(s, input)?;
-        s.graph.write_i32(b, id, values)
+        b.write_i32(&s.graph, id, values)
     }
 
     /// Writes f32 values (converted to the tensor's type) into an input.
     pub fn write_f32(&self, s: &Schedule, input: TensorId, values: &[f32]) -> Result<()> {
         let (b, id) = self.backend_of(s, input)?;
-        s.graph.write_f32(b, id, values)
+        b.write_f32(&s.graph, id, values)
     }
 
     /// Reads a tensor of the original graph (an output) as f32 values.
     pub fn read_f32(&self, s: &Schedule, tensor: TensorId) -> Result<Vec<f32>> {
         let (b, id) = self.backend_of(s, tensor)?;
-        s.graph.read_f32(b, id)
+        b.read_f32(&s.graph, id)
     }
 
     /// Runs the splits in order, copying each split's inputs in first.

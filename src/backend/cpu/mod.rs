@@ -5,18 +5,17 @@
 //! stores them into the node's layout. GPU kernels are tested against this.
 
 mod ops;
-mod src;
+mod strided;
 
-pub use src::Src;
-
-pub(crate) use ops::{yarn_corr_dims, yarn_mscale};
+pub use strided::Src;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::{check_range, Backend, BackendBuffer, BufferHandle, BufferUsage};
-use crate::graph::{Graph, TensorId};
+use crate::graph::{Graph, Op, TensorId};
+use crate::tensor::Layout;
 use crate::{Error, Result};
 
 const NAME: &str = "cpu";
@@ -101,50 +100,92 @@ impl CpuBackend {
         self.threads
     }
 
+    /// Runs `f` on the node's sources, each read-locked once.
+    fn with_sources<T>(
+        &self,
+        graph: &Graph,
+        id: TensorId,
+        f: impl FnOnce(&[Src]) -> Result<T>,
+    ) -> Result<T> {
+        let node = graph.node(id);
+        let sources = node
+            .src
+            .iter()
+            .map(|&s| graph.data(s).map(|d| (d, *graph.layout(s))))
+            .collect::<Result<Vec<_>>>()?;
+        // Read-lock each distinct source buffer once.
+        let mut buffers: Vec<&BufferHandle> = Vec::new();
+        for (d, _) in &sources {
+            if !buffers.iter().any(|b| Arc::ptr_eq(b, &d.buffer)) {
+                buffers.push(&d.buffer);
+            }
+        }
+        let guards = buffers
+            .iter()
+            .map(|b| cpu_buffer(b)?.words.read().map_err(|_| lock_error()))
+            .collect::<Result<Vec<_>>>()?;
+        let srcs = sources
+            .iter()
+            .map(|(d, layout)| {
+                let slot = buffers
+                    .iter()
+                    .position(|b| Arc::ptr_eq(b, &d.buffer))
+                    .unwrap_or(0);
+                Src::new(bytemuck::cast_slice(&guards[slot]), d.offset, *layout)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        f(&srcs).map_err(|e| backend_error(format!("{} '{}': {e}", node.op.name(), node.name)))
+    }
+
     fn compute_node(&self, graph: &Graph, id: TensorId) -> Result<()> {
         let node = graph.node(id);
         if node.op.is_passive() {
             return Ok(());
         }
+        if node.op == Op::SetRows {
+            return self.set_rows(graph, id);
+        }
         let dst = graph.data(id)?;
-        let values = {
-            let sources = node
-                .src
-                .iter()
-                .map(|&s| graph.data(s).map(|d| (d, *graph.layout(s))))
-                .collect::<Result<Vec<_>>>()?;
-            // Read-lock each distinct source buffer once.
-            let mut buffers: Vec<&BufferHandle> = Vec::new();
-            for (d, _) in &sources {
-                if !buffers.iter().any(|b| Arc::ptr_eq(b, &d.buffer)) {
-                    buffers.push(&d.buffer);
-                }
-            }
-            let guards = buffers
-                .iter()
-                .map(|b| cpu_buffer(b)?.words.read().map_err(|_| lock_error()))
-                .collect::<Result<Vec<_>>>()?;
-            let srcs = sources
-                .iter()
-                .map(|(d, layout)| {
-                    let slot = buffers
-                        .iter()
-                        .position(|b| Arc::ptr_eq(b, &d.buffer))
-                        .unwrap_or(0);
-                    Src::new(bytemuck::cast_slice(&guards[slot]), d.offset, *layout)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            ops::compute(node, &srcs, self.threads)
-                .map_err(|e| backend_error(format!("{} '{}': {e}", node.op.name(), node.name)))?
-        };
+        let values = self.with_sources(graph, id, |srcs| ops::compute(node, srcs, self.threads))?;
         let buf = cpu_buffer(&dst.buffer)?;
         let mut words = buf.words.write().map_err(|_| lock_error())?;
-        src::store(
+        strided::store(
             &node.layout,
             &mut bytemuck::cast_slice_mut(&mut words)[..buf.size],
             dst.offset,
             &values,
         )
+    }
+
+    /// [`Op::SetRows`]: writes only the indexed rows, so the rest of the
+    /// destination (a KV cache) is neither read nor rewritten.
+    fn set_rows(&self, graph: &Graph, id: TensorId) -> Result<()> {
+        let node = graph.node(id);
+        let (values, rows) = self.with_sources(graph, id, |srcs| {
+            let rows = (0..srcs[1].layout.n_elements())
+                .map(|i| srcs[1].i32_at([i, 0, 0, 0]))
+                .collect::<Vec<i32>>();
+            Ok((srcs[0].to_f32()?, rows))
+        })?;
+        let layout = node.layout;
+        let row_layout = Layout::contiguous(layout.dtype, [layout.ne[0], 1, 1, 1])?;
+        let dst = graph.data(id)?;
+        let buf = cpu_buffer(&dst.buffer)?;
+        let mut words = buf.words.write().map_err(|_| lock_error())?;
+        let bytes = &mut bytemuck::cast_slice_mut(&mut words)[..buf.size];
+        for (values, &row) in values.chunks_exact(layout.ne[0]).zip(&rows) {
+            let row = usize::try_from(row)
+                .ok()
+                .filter(|&r| r < layout.ne[1])
+                .ok_or_else(|| {
+                    backend_error(format!(
+                        "set_rows '{}': row {row} is outside 0..{}",
+                        node.name, layout.ne[1]
+                    ))
+                })?;
+            strided::store(&row_layout, bytes, dst.offset + row * layout.nb[1], values)?;
+        }
+        Ok(())
     }
 }
 

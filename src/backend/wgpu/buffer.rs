@@ -62,7 +62,7 @@ impl Transfers {
         usage: BufferUsage,
         owner: u64,
     ) -> Result<WgpuBuffer> {
-        let limit = dev.ctx.limits.max_buffer_size as usize;
+        let limit = dev.gpu.limits.max_buffer_size as usize;
         let padded = round_up(size.max(1), WORD);
         if padded > limit {
             return Err(Error::OutOfMemory(format!(
@@ -71,7 +71,7 @@ impl Transfers {
             )));
         }
         let buffer = dev.catch(|| {
-            dev.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            dev.gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(match usage {
                     BufferUsage::Weights => "wginfer weights",
                     BufferUsage::Compute => "wginfer compute",
@@ -108,11 +108,11 @@ impl Transfers {
             return self.write(dev, buf, start, &words);
         }
         for (i, chunk) in data.chunks(UPLOAD_CHUNK).enumerate() {
-            dev.ctx
+            dev.gpu
                 .queue
                 .write_buffer(&buf.buffer, (offset + i * UPLOAD_CHUNK) as u64, chunk);
             if data.len() > UPLOAD_CHUNK {
-                dev.ctx.queue.submit([]);
+                dev.gpu.queue.submit([]);
                 dev.wait()?;
             }
         }
@@ -212,7 +212,7 @@ impl Transfers {
             .map_err(|_| dev.error("staging buffer lock poisoned"))?;
         if staging.as_ref().is_none_or(|s| s.size() < total as u64) {
             *staging = Some(dev.catch(|| {
-                dev.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                dev.gpu.device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("wginfer readback"),
                     size: (total as u64)
                         .max(1 << 16)
@@ -226,13 +226,13 @@ impl Transfers {
         let Some(stage) = staging.as_ref() else {
             return Err(dev.error("no staging buffer"));
         };
-        let mut encoder = dev.ctx.device.create_command_encoder(&Default::default());
+        let mut encoder = dev.gpu.device.create_command_encoder(&Default::default());
         let mut at = 0;
         for (buffer, offset, len) in windows {
             encoder.copy_buffer_to_buffer(buffer, *offset as u64, stage, at as u64, *len as u64);
             at += len;
         }
-        dev.ctx.queue.submit([encoder.finish()]);
+        dev.gpu.queue.submit([encoder.finish()]);
         let slice = stage.slice(..total as u64);
         let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {

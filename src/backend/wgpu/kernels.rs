@@ -110,9 +110,12 @@ fn source_helpers(out: &mut String, binding: usize, name: &str, t: DType) {
         "fn {name}_f16(byte: u32) -> f32 {{ return unpack2x16float({name}_u16(byte)).x; }}"
     );
     let load = match t {
+        DType::F32 => format!("bitcast<f32>({name}[byte >> 2u])"),
         DType::F16 => format!("{name}_f16(byte)"),
         DType::I32 => format!("f32(bitcast<i32>({name}[byte >> 2u]))"),
-        _ => format!("bitcast<f32>({name}[byte >> 2u])"),
+        // Block formats are decoded by the kernels that read them; a kernel
+        // that loads one as elements does not compile.
+        DType::Q4_0 | DType::Q4_1 | DType::Q8_0 | DType::Q6K => return,
     };
     let _ = writeln!(out, "fn load_{name}(byte: u32) -> f32 {{ return {load}; }}");
 }
@@ -142,7 +145,9 @@ fn dest_helpers(out: &mut String, binding: usize, t: DType) {
     }
 }
 
-const SOURCE_NAMES: [&str; 2] = ["a", "b"];
+/// Binding names of a kernel's sources; a third source (a fused residual)
+/// is addressed with the destination's strides, so it has no `Params` entry.
+const SOURCE_NAMES: [&str; 3] = ["a", "b", "c"];
 
 fn compose(key: &KernelKey, dev: &Device) -> String {
     let mut s = String::from(COMMON);
@@ -225,7 +230,7 @@ pub fn uniform_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
 }
 
 fn build(dev: &Device, key: &KernelKey) -> Result<Kernel> {
-    let device = &dev.ctx.device;
+    let device = &dev.gpu.device;
     let source = compose(key, dev);
     log::debug!("wgpu: compiling kernel {}", key.name);
     let immediates = dev.immediates;

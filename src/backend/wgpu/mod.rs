@@ -6,14 +6,15 @@
 //! once; a split without dispatches submits nothing.
 
 mod buffer;
-mod context;
+mod gpu;
 mod kernels;
 mod ops;
 mod params;
 mod plan;
 
 pub use buffer::WgpuBuffer;
-pub use context::{list_adapters, AdapterChoice, AdapterSummary};
+pub use gpu::{list_adapters, AdapterChoice, AdapterSummary};
+pub use plan::DispatchStats;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use super::{Backend, BufferHandle, BufferRead, BufferUsage, Counters};
 use crate::graph::{Graph, TensorId};
 use crate::{Error, Result};
-use context::Context;
+use gpu::Gpu;
 
 /// Which reduction kernels to use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -66,7 +67,7 @@ pub struct WgpuOptions {
 
 /// An open device and its helpers, shared by the backend's parts.
 pub(crate) struct Device {
-    ctx: Context,
+    gpu: Gpu,
     /// Reduction variant in use (never `Auto`).
     reduction: Reduction,
     /// Whether op parameters go as immediates (else a uniform buffer).
@@ -80,7 +81,7 @@ pub(crate) struct Device {
 
 impl Device {
     fn name(&self) -> &str {
-        &self.ctx.summary.name
+        &self.gpu.summary.name
     }
 
     fn error(&self, msg: impl Into<String>) -> Error {
@@ -94,11 +95,11 @@ impl Device {
     /// come back as `Error`s instead of reaching the uncaptured-error handler.
     fn catch<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
         let oom = self
-            .ctx
+            .gpu
             .device
             .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self
-            .ctx
+            .gpu
             .device
             .push_error_scope(wgpu::ErrorFilter::Validation);
         let value = f();
@@ -113,7 +114,7 @@ impl Device {
 
     /// Blocks until the queue is idle.
     fn wait(&self) -> Result<()> {
-        self.ctx
+        self.gpu
             .device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
@@ -135,35 +136,35 @@ pub struct WgpuBackend {
 impl WgpuBackend {
     /// Opens the adapter chosen by `options`.
     pub fn new(options: &WgpuOptions) -> Result<WgpuBackend> {
-        let ctx = Context::open(&options.adapter)?;
+        let gpu = Gpu::open(&options.adapter)?;
         let wanted = match (options.reduction, std::env::var("WGINFER_REDUCTION")) {
             (Reduction::Auto, Ok(env)) => Reduction::parse(&env)?,
             (r, _) => r,
         };
         let reduction = match wanted {
             Reduction::Workgroup => Reduction::Workgroup,
-            Reduction::Subgroup if !ctx.has_subgroups() => {
+            Reduction::Subgroup if !gpu.has_subgroups() => {
                 return Err(Error::invalid(format!(
                     "{} has no subgroup operations",
-                    ctx.summary.name
+                    gpu.summary.name
                 )));
             }
-            _ if ctx.has_subgroups() => Reduction::Subgroup,
+            _ if gpu.has_subgroups() => Reduction::Subgroup,
             _ => Reduction::Workgroup,
         };
-        let immediates = ctx.has_immediates(params::PARAMS_SIZE) && !options.uniform_params;
+        let immediates = gpu.has_immediates(params::PARAMS_SIZE) && !options.uniform_params;
         log::info!(
             "wgpu: {} using {reduction:?} reductions, parameters as {}",
-            ctx.summary.name,
+            gpu.summary.name,
             if immediates { "immediates" } else { "uniforms" }
         );
         Ok(WgpuBackend {
             dev: Device {
-                memory: match (ctx.summary.memory, options.memory_limit) {
+                memory: match (gpu.summary.memory, options.memory_limit) {
                     (Some(have), Some(cap)) => Some(have.min(cap)),
                     (have, cap) => have.or(cap),
                 },
-                ctx,
+                gpu,
                 reduction,
                 immediates,
                 fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
@@ -177,7 +178,7 @@ impl WgpuBackend {
 
     /// The adapter this backend runs on.
     pub fn adapter(&self) -> &AdapterSummary {
-        &self.dev.ctx.summary
+        &self.dev.gpu.summary
     }
 
     /// Whether op parameters travel as immediates (else through a uniform buffer).
@@ -191,7 +192,7 @@ impl WgpuBackend {
     }
 
     /// Dispatches and submits of the most recent [`Backend::compute`].
-    pub fn last_run_stats(&self) -> plan::RunStats {
+    pub fn last_run_stats(&self) -> DispatchStats {
         self.plans.lock().map(|p| p.last_stats).unwrap_or_default()
     }
 
@@ -216,14 +217,14 @@ impl Backend for WgpuBackend {
 
     fn alignment(&self) -> usize {
         self.dev
-            .ctx
+            .gpu
             .limits
             .min_storage_buffer_offset_alignment
             .max(16) as usize
     }
 
     fn max_buffer_size(&self) -> usize {
-        self.dev.ctx.limits.max_buffer_size as usize
+        self.dev.gpu.limits.max_buffer_size as usize
     }
 
     fn memory(&self) -> Option<usize> {

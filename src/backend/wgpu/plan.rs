@@ -1,8 +1,12 @@
 //! Running a split: its dispatches are recorded into one command encoder
 //! with one compute pass and submitted once. Pipelines come from the kernel
 //! cache and bind groups from a cache keyed by kernel and buffer windows, so
-//! rerunning a graph of the same shape (the next token) builds nothing new:
-//! only parameters change.
+//! a new graph of the same shape builds nothing new: only parameters change.
+//!
+//! The same graph run again (same [`Graph::version`] and nodes: a decode
+//! step reusing its plan) is not even encoded again: its list of pipelines,
+//! bind groups, parameters and workgroup counts is kept, and recording it
+//! is one loop of pass commands.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,15 +35,39 @@ pub struct Dispatch {
     pub workgroups: [u32; 3],
 }
 
-/// What the last run recorded.
+/// A split's dispatches, ready to record: pipeline, bind group, parameters
+/// and workgroups of each.
+struct Recorded {
+    version: u64,
+    nodes: Vec<TensorId>,
+    steps: Vec<Step>,
+    last_used: u64,
+}
+
+struct Step {
+    pipeline: wgpu::ComputePipeline,
+    group: wgpu::BindGroup,
+    params: Params,
+    workgroups: [u32; 3],
+}
+
+/// Recorded splits kept, the least recently run dropped first: every split
+/// of a few graphs (prompt and decode), even in row-split mode, where one
+/// device runs a hundred splits per token.
+const KEEP_RECORDED: usize = 256;
+
+/// What one [`Backend::compute`](crate::backend::Backend::compute) of a wgpu backend recorded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RunStats {
+pub struct DispatchStats {
     /// Kernel launches.
     pub dispatches: usize,
     /// Queue submissions (0 when the split had nothing to dispatch).
     pub submits: usize,
     /// Bind groups created (0 when a graph of the same shape ran before).
     pub new_bind_groups: usize,
+    /// Whether the dispatches were encoded from the graph (false when the
+    /// same graph's split ran before and its recording was reused).
+    pub encoded: bool,
 }
 
 /// Bind groups not used for this many runs are dropped (they keep buffers alive).
@@ -51,9 +79,10 @@ type BindKey = (usize, Vec<Binding>);
 #[derive(Default)]
 pub struct PlanCache {
     bind_groups: HashMap<BindKey, (wgpu::BindGroup, u64)>,
+    recorded: Vec<Recorded>,
     uniforms: Option<Uniforms>,
     run: u64,
-    pub last_stats: RunStats,
+    pub last_stats: DispatchStats,
     pub totals: crate::backend::Counters,
 }
 
@@ -67,8 +96,8 @@ struct Uniforms {
 
 impl Uniforms {
     fn new(dev: &Device, slots: usize) -> Result<Uniforms> {
-        let device = &dev.ctx.device;
-        let align = dev.ctx.limits.min_uniform_buffer_offset_alignment as u64;
+        let device = &dev.gpu.device;
+        let align = dev.gpu.limits.min_uniform_buffer_offset_alignment as u64;
         let stride = (PARAMS_SIZE as u64).div_ceil(align) * align;
         dev.catch(|| {
             let buffer = device.create_buffer(&wgpu::BufferDescriptor {
@@ -124,7 +153,7 @@ impl PlanCache {
             })
             .collect();
         let group = dev.catch(|| {
-            dev.ctx
+            dev.gpu
                 .device
                 .create_bind_group(&wgpu::BindGroupDescriptor {
                     label: Some(&kernel.name),
@@ -137,6 +166,55 @@ impl PlanCache {
         Ok(group)
     }
 
+    /// The index of the recorded dispatches of `nodes`, encoding them when
+    /// this graph version's split has none.
+    fn recorded(
+        &mut self,
+        dev: &Device,
+        kernels: &KernelCache,
+        graph: &Graph,
+        nodes: &[TensorId],
+        buffer_of: &dyn Fn(&BufferHandle) -> Result<&WgpuBuffer>,
+    ) -> Result<usize> {
+        let version = graph.version();
+        if let Some(i) = self
+            .recorded
+            .iter()
+            .position(|r| r.version == version && r.nodes == nodes)
+        {
+            self.recorded[i].last_used = self.run;
+            return Ok(i);
+        }
+        let dispatches = ops::encode_all(dev, graph, nodes, buffer_of)?;
+        let mut steps = Vec::with_capacity(dispatches.len());
+        for d in dispatches {
+            let kernel = kernels.get(dev, &d.key)?;
+            let group = self.bind_group(dev, &kernel, &d.bindings)?;
+            steps.push(Step {
+                pipeline: kernel.pipeline.clone(),
+                group,
+                params: d.params,
+                workgroups: d.workgroups,
+            });
+        }
+        self.last_stats.encoded = true;
+        let recorded = Recorded {
+            version,
+            nodes: nodes.to_vec(),
+            steps,
+            last_used: self.run,
+        };
+        if self.recorded.len() < KEEP_RECORDED {
+            self.recorded.push(recorded);
+            return Ok(self.recorded.len() - 1);
+        }
+        let oldest = (0..self.recorded.len())
+            .min_by_key(|&i| self.recorded[i].last_used)
+            .unwrap_or(0);
+        self.recorded[oldest] = recorded;
+        Ok(oldest)
+    }
+
     /// Records and submits the dispatches of `nodes`.
     pub fn run(
         &mut self,
@@ -147,41 +225,31 @@ impl PlanCache {
         buffer_of: &dyn Fn(&BufferHandle) -> Result<&WgpuBuffer>,
     ) -> Result<()> {
         self.run += 1;
-        let dispatches = ops::encode_all(dev, graph, nodes, buffer_of)?;
-        self.last_stats = RunStats {
-            dispatches: dispatches.len(),
-            ..RunStats::default()
-        };
-        if dispatches.is_empty() {
+        self.last_stats = DispatchStats::default();
+        let at = self.recorded(dev, kernels, graph, nodes, buffer_of)?;
+        let n = self.recorded[at].steps.len();
+        self.last_stats.dispatches = n;
+        if n == 0 {
             return Ok(()); // an empty command buffer crashes some drivers
         }
-        let mut steps = Vec::with_capacity(dispatches.len());
-        for d in &dispatches {
-            let kernel = kernels.get(dev, &d.key)?;
-            let group = self.bind_group(dev, &kernel, &d.bindings)?;
-            steps.push((kernel, group));
-        }
         let immediates = dev.immediates;
-        if !immediates
-            && self
-                .uniforms
-                .as_ref()
-                .is_none_or(|u| u.slots < dispatches.len())
-        {
-            self.uniforms = Some(Uniforms::new(dev, dispatches.len().next_power_of_two())?);
+        if !immediates && self.uniforms.as_ref().is_none_or(|u| u.slots < n) {
+            self.uniforms = Some(Uniforms::new(dev, n.next_power_of_two())?);
         }
+        let steps = &self.recorded[at].steps;
         let uniforms = self.uniforms.as_ref().filter(|_| !immediates);
         if let Some(u) = uniforms {
-            let mut bytes = vec![0u8; u.stride as usize * dispatches.len()];
-            for (i, d) in dispatches.iter().enumerate() {
+            let mut bytes = vec![0u8; u.stride as usize * n];
+            for (i, step) in steps.iter().enumerate() {
                 let at = i * u.stride as usize;
-                bytes[at..at + PARAMS_SIZE as usize].copy_from_slice(bytemuck::bytes_of(&d.params));
+                bytes[at..at + PARAMS_SIZE as usize]
+                    .copy_from_slice(bytemuck::bytes_of(&step.params));
             }
-            dev.ctx.queue.write_buffer(&u.buffer, 0, &bytes);
+            dev.gpu.queue.write_buffer(&u.buffer, 0, &bytes);
         }
         dev.catch(|| {
             let mut encoder =
-                dev.ctx
+                dev.gpu
                     .device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                         label: Some("wginfer split"),
@@ -191,23 +259,23 @@ impl PlanCache {
                     label: Some("wginfer split"),
                     timestamp_writes: None,
                 });
-                for (i, (d, (kernel, group))) in dispatches.iter().zip(&steps).enumerate() {
-                    pass.set_pipeline(&kernel.pipeline);
-                    pass.set_bind_group(0, group, &[]);
+                for (i, step) in steps.iter().enumerate() {
+                    pass.set_pipeline(&step.pipeline);
+                    pass.set_bind_group(0, &step.group, &[]);
                     match uniforms {
                         Some(u) => {
                             pass.set_bind_group(1, &u.group, &[(i as u64 * u.stride) as u32])
                         }
-                        None => pass.set_immediates(0, bytemuck::bytes_of(&d.params)),
+                        None => pass.set_immediates(0, bytemuck::bytes_of(&step.params)),
                     }
-                    let [x, y, z] = d.workgroups;
+                    let [x, y, z] = step.workgroups;
                     pass.dispatch_workgroups(x, y, z);
                 }
             }
-            dev.ctx.queue.submit([encoder.finish()]);
+            dev.gpu.queue.submit([encoder.finish()]);
         })?;
         self.last_stats.submits = 1;
-        self.totals.dispatches += dispatches.len() as u64;
+        self.totals.dispatches += n as u64;
         self.totals.submits += 1;
         let run = self.run;
         self.bind_groups

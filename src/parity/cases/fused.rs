@@ -1,9 +1,11 @@
 //! Node pairs that the wgpu backend computes in one dispatch (norm × weight,
-//! causal mask + soft_max, silu × up, rope into a cache), each also in a form where the first
-//! node has a second reader, so it must not be fused away.
+//! causal mask + soft_max, silu × up, rope into a cache by copy or by rows,
+//! mat-vec + residual),
+//! each also in a form where the first node has a second reader, so it must
+//! not be fused away.
 
 use crate::graph::{RopeMode, RopeParams};
-use crate::parity::{Case, CaseBuilder, NMSE_DEFAULT, NMSE_SOFT_MAX};
+use crate::parity::{Case, CaseBuilder, NMSE_DEFAULT, NMSE_MUL_MAT, NMSE_SOFT_MAX};
 use crate::{DType, Result};
 
 pub fn cases() -> Result<Vec<Case>> {
@@ -80,6 +82,44 @@ pub fn cases() -> Result<Vec<Case>> {
             }
             let name = format!("ROPE_CPY(type_cache={cache_type}{twice})");
             cases.push(b.case("fused", name, out, NMSE_DEFAULT));
+        }
+        for cache_type in [DType::F16, DType::F32] {
+            // K of 3 tokens roped and stored into cache rows at their positions.
+            let (head_dim, n_head, n_tokens, n_rows) = (64, 3, 3, 16);
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let k = b.uniform(DType::F32, &[head_dim, n_head, n_tokens], -2.0, 2.0)?;
+            let pos = b.distinct_indices(n_tokens, n_rows)?;
+            let cache = b.uniform(cache_type, &[head_dim * n_head, n_rows], -1.0, 1.0)?;
+            let params = RopeParams::new(RopeMode::Neox, head_dim, 10000.0);
+            let roped = b.g.rope(k, pos, params)?;
+            let mut out = b.g.set_rows(cache, roped, pos)?;
+            if read_twice {
+                let twice = b.g.set_rows(cache, roped, pos)?;
+                out = b.g.add(out, twice)?;
+            }
+            let name = format!("ROPE_SET_ROWS(type_cache={cache_type}{twice})");
+            cases.push(b.case("fused", name, out, NMSE_DEFAULT));
+        }
+        // A projection plus the residual stream, as attn_output and ffn_down.
+        for (type_a, k, m, n) in [
+            (DType::Q4_0, 576, 67, 1),
+            (DType::Q4_1, 1536, 576, 1),
+            (DType::Q8_0, 256, 33, 3),
+            (DType::Q6K, 512, 20, 2),
+            (DType::F16, 100, 9, 5),
+            (DType::F32, 64, 16, 8),
+        ] {
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let w = b.uniform(type_a, &[k, m], -1.0, 1.0)?;
+            let x = b.uniform(DType::F32, &[k, n], -1.0, 1.0)?;
+            let residual = b.uniform(DType::F32, &[m, n], -4.0, 4.0)?;
+            let product = b.g.mul_mat(w, x)?;
+            let mut out = b.g.add(product, residual)?;
+            if read_twice {
+                out = b.g.add(out, product)?;
+            }
+            let name = format!("MUL_MAT_ADD(type_a={type_a},m={m},n={n},k={k}{twice})");
+            cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
         }
     }
     Ok(cases)

@@ -7,6 +7,7 @@ mod get_rows;
 mod mul_mat;
 mod norm;
 mod rope;
+mod set_rows;
 mod softmax;
 
 use super::Case;
@@ -21,6 +22,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
         softmax::cases,
         rope::cases,
         get_rows::cases,
+        set_rows::cases,
         mul_mat::cases,
         fused::cases,
     ] {

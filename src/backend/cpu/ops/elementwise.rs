@@ -1,6 +1,6 @@
 //! add, mul, scale, silu, relu, gelu and diag_mask_inf.
 
-use super::super::src::for_each_index;
+use super::super::strided::for_each_index;
 use super::Src;
 use crate::Result;
 

@@ -7,9 +7,6 @@ mod norm;
 mod rope;
 mod softmax;
 
-// The wgpu rope computes its YaRN constants on the host with the same code.
-pub(crate) use rope::{yarn_corr_dims, yarn_mscale};
-
 use super::Src;
 use crate::graph::{Node, Op};
 use crate::{Error, Result};
@@ -39,6 +36,7 @@ pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
         Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
         Op::Rope(p) => rope::rope(s(0)?, s(1)?, &p),
         Op::Cpy => s(0)?.to_f32(),
+        Op::SetRows => Err(Error::invalid("set_rows writes its rows in place")),
     }
 }
 

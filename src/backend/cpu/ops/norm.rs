@@ -1,6 +1,6 @@
 //! norm and rms_norm over rows; sums in f64 like ggml's reference.
 
-use super::super::src::for_each_row;
+use super::super::strided::for_each_row;
 use super::Src;
 use crate::Result;
 

@@ -4,32 +4,9 @@ use super::Src;
 use crate::graph::{RopeMode, RopeParams};
 use crate::Result;
 
-/// The dimension at which a frequency makes `n_rot` rotations over the
-/// original context (YaRN's correction dimension).
-fn corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
-    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
-        / (2.0 * base.ln())
-}
-
-/// First and last dimension of YaRN's ramp between extrapolation and interpolation.
-pub fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
-    let start = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base).floor();
-    let end = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base).ceil();
-    [start.max(0.0), end.min(p.n_dims as f32 - 1.0)]
-}
-
-/// YaRN's magnitude scale of the rotated values.
-pub fn yarn_mscale(p: &RopeParams) -> f32 {
-    if p.ext_factor != 0.0 {
-        p.attn_factor * (1.0 + 0.1 * (1.0 / p.freq_scale).ln())
-    } else {
-        p.attn_factor
-    }
-}
-
 /// cos and sin of the rotation for the pair starting at even index `i0`,
 /// for angle `theta_extrap` (position times the pair's base frequency).
-pub fn yarn_cos_sin(p: &RopeParams, corr: [f32; 2], theta_extrap: f32, i0: usize) -> (f32, f32) {
+fn yarn_cos_sin(p: &RopeParams, corr: [f32; 2], theta_extrap: f32, i0: usize) -> (f32, f32) {
     let theta_interp = p.freq_scale * theta_extrap;
     let mut theta = theta_interp;
     if p.ext_factor != 0.0 {
@@ -37,7 +14,7 @@ pub fn yarn_cos_sin(p: &RopeParams, corr: [f32; 2], theta_extrap: f32, i0: usize
         let ramp_mix = (1.0 - y.clamp(0.0, 1.0)) * p.ext_factor;
         theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
     }
-    let mscale = yarn_mscale(p);
+    let mscale = p.yarn_mscale();
     (theta.cos() * mscale, theta.sin() * mscale)
 }
 
@@ -45,7 +22,7 @@ pub fn yarn_cos_sin(p: &RopeParams, corr: [f32; 2], theta_extrap: f32, i0: usize
 /// by angles `pos[token] * freq_base^(-i0 / n_dims)`; the rest pass through.
 pub fn rope(a: Src, pos: Src, p: &RopeParams) -> Result<Vec<f32>> {
     let [n0, n1, n2, n3] = a.ne();
-    let corr = yarn_corr_dims(p);
+    let corr = p.yarn_corr_dims();
     let mut out = Vec::with_capacity(a.layout.n_elements());
     let mut row = vec![0.0f32; n0];
     let half = p.n_dims / 2;

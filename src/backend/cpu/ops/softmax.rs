@@ -1,6 +1,6 @@
 //! soft_max with scale and optional broadcast mask.
 
-use super::super::src::for_each_row;
+use super::super::strided::for_each_row;
 use super::Src;
 use crate::Result;
 

@@ -3,7 +3,7 @@
 //! the seed's add/addrow, mul/mulrow and the four cpy kernels are each one
 //! kernel body specialised by type.
 
-use super::{key, Ctx};
+use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
@@ -24,65 +24,106 @@ pub fn supports_unary(graph: &Graph, id: TensorId) -> bool {
     supports_binary(graph, id)
 }
 
-/// The unary function of each op; `p.x` carries its parameter.
-fn unary_defs(op: Op) -> (&'static str, &'static str) {
-    match op {
-        Op::Scale(_) => ("scale", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x * bitcast<f32>(p.x.x); }\n"),
-        Op::Silu => ("silu", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x / (1.0 + exp(-x)); }\n"),
-        Op::Relu => ("relu", "fn unop(x: f32, i: vec4<u32>) -> f32 { return max(x, 0.0); }\n"),
+/// The unary function of each op (its name and WGSL), and its parameter,
+/// which the kernel reads as `p.x.x`; `None` for ops that are not unary.
+fn unary_defs(op: Op) -> Option<(&'static str, &'static str, u32)> {
+    Some(match op {
+        Op::Scale(s) => ("scale", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x * bitcast<f32>(p.x.x); }\n", s.to_bits()),
+        Op::Silu => ("silu", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x / (1.0 + exp(-x)); }\n", 0),
+        Op::Relu => ("relu", "fn unop(x: f32, i: vec4<u32>) -> f32 { return max(x, 0.0); }\n", 0),
         // tanh of a large argument can come out as inf/inf on some devices.
         Op::Gelu => (
             "gelu",
             "fn unop(x: f32, i: vec4<u32>) -> f32 {\n\
              \x20   let t = clamp(0.7978845608 * x * (1.0 + 0.044715 * x * x), -10.0, 10.0);\n\
              \x20   return 0.5 * x * (1.0 + tanh(t));\n}\n",
+            0,
         ),
-        Op::DiagMaskInf { .. } => (
+        Op::DiagMaskInf { n_past } => (
             "diag_mask_inf",
             "fn unop(x: f32, i: vec4<u32>) -> f32 { return select(x, bitcast<f32>(0xff800000u), i.x > p.x.x + i.y); }\n",
+            u32::try_from(n_past).unwrap_or(u32::MAX),
         ),
-        _ => ("cpy", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x; }\n"),
-    }
+        Op::Cpy => ("cpy", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x; }\n", 0),
+        Op::Input
+        | Op::View
+        | Op::Empty
+        | Op::Transfer
+        | Op::Add
+        | Op::Mul
+        | Op::Norm { .. }
+        | Op::RmsNorm { .. }
+        | Op::SoftMax { .. }
+        | Op::MulMat
+        | Op::GetRows
+        | Op::Rope(_)
+        | Op::SetRows => return None,
+    })
+}
+
+/// The binary function of each op; `None` for ops that are not binary.
+fn binary_defs(op: Op) -> Option<(&'static str, &'static str)> {
+    Some(match op {
+        Op::Add => ("add", "fn binop(x: f32, y: f32) -> f32 { return x + y; }\n"),
+        Op::Mul => ("mul", "fn binop(x: f32, y: f32) -> f32 { return x * y; }\n"),
+        Op::Input
+        | Op::View
+        | Op::Empty
+        | Op::Transfer
+        | Op::Scale(_)
+        | Op::Silu
+        | Op::Relu
+        | Op::Gelu
+        | Op::DiagMaskInf { .. }
+        | Op::Cpy
+        | Op::Norm { .. }
+        | Op::RmsNorm { .. }
+        | Op::SoftMax { .. }
+        | Op::MulMat
+        | Op::GetRows
+        | Op::Rope(_)
+        | Op::SetRows => return None,
+    })
 }
 
 fn dispatch(
-    ctx: &Ctx,
+    enc: &OpEncoder,
     op_name: &str,
     srcs: &[TensorId],
     body: &'static [&'static str],
     defs: &'static str,
+    param: u32,
 ) -> Result<Vec<Dispatch>> {
-    let (bindings, mut params) = ctx.bind_all(srcs)?;
-    params.x = match ctx.op() {
-        Op::Scale(s) => [s.to_bits(), 0, 0, 0],
-        Op::DiagMaskInf { n_past } => [u32::try_from(n_past).unwrap_or(u32::MAX), 0, 0, 0],
-        _ => [0; 4],
-    };
-    let wg = ctx.workgroup(256);
-    let n = ctx.graph.layout(ctx.id).n_elements() as u32;
+    let (bindings, mut params) = enc.bind_all(srcs)?;
+    params.x = [param, 0, 0, 0];
+    let wg = enc.workgroup(256);
+    let n = enc.graph.layout(enc.id).n_elements() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, op_name, srcs, body, defs, false, wg),
+        key: key(enc, op_name, srcs, body, defs, false, wg),
         bindings,
         params,
-        workgroups: ctx.grid(n.div_ceil(wg)),
+        workgroups: enc.grid(n.div_ceil(wg)),
     }])
 }
 
-pub fn encode_unary(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    let (name, defs) = unary_defs(ctx.op());
-    dispatch(ctx, name, &[ctx.src(0)], UNARY, defs)
+pub fn encode_unary(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    let (name, defs, param) = unary_defs(enc.op()).ok_or_else(|| {
+        enc.device
+            .error(format!("{} is not a unary op", enc.op().name()))
+    })?;
+    dispatch(enc, name, &[enc.src(0)], UNARY, defs, param)
 }
 
-/// `silu(src) * b` into `ctx`'s node, a mul whose first source was `silu(src)`.
-pub fn encode_silu_mul(ctx: &Ctx, src: TensorId) -> Result<Vec<Dispatch>> {
+/// `silu(src) * b` into `enc`'s node, a mul whose first source was `silu(src)`.
+pub fn encode_silu_mul(enc: &OpEncoder, src: TensorId) -> Result<Vec<Dispatch>> {
     let defs = "fn binop(x: f32, y: f32) -> f32 { return x / (1.0 + exp(-x)) * y; }\n";
-    dispatch(ctx, "silu_mul", &[src, ctx.src(1)], BINARY, defs)
+    dispatch(enc, "silu_mul", &[src, enc.src(1)], BINARY, defs, 0)
 }
 
-pub fn encode_binary(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    let (name, defs) = match ctx.op() {
-        Op::Mul => ("mul", "fn binop(x: f32, y: f32) -> f32 { return x * y; }\n"),
-        _ => ("add", "fn binop(x: f32, y: f32) -> f32 { return x + y; }\n"),
-    };
-    dispatch(ctx, name, &[ctx.src(0), ctx.src(1)], BINARY, defs)
+pub fn encode_binary(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    let (name, defs) = binary_defs(enc.op()).ok_or_else(|| {
+        enc.device
+            .error(format!("{} is not a binary op", enc.op().name()))
+    })?;
+    dispatch(enc, name, &[enc.src(0), enc.src(1)], BINARY, defs, 0)
 }

@@ -8,11 +8,15 @@
 //!   reads;
 //! - `silu` then `mul`: one binary kernel computes `silu(a) * b`;
 //! - `rope` then a contiguous `cpy` (the store into the KV cache): rope
-//!   writes the copy's bytes, converting as the copy would.
+//!   writes the copy's bytes, converting as the copy would;
+//! - `rope` then a `set_rows` at the rope's positions (the store into the K
+//!   cache): rope writes each token's heads into its cache row;
+//! - a mat-vec `mul_mat` then the `add` of a residual (the attention output
+//!   and FFN down projections): the mat-vec kernel adds as it stores.
 //!
 //! Each computes what the pair does, operation for operation.
 
-use super::{elementwise, norm, rope, softmax, supports, Ctx, Device};
+use super::{elementwise, mul_mat, norm, rope, softmax, supports, Device, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::Result;
@@ -24,6 +28,8 @@ pub enum Fusion {
     CausalSoftMax,
     SiluMul,
     RopeCpy,
+    RopeSetRows,
+    MulMatAdd,
 }
 
 /// The fusion of `first` into `second`, if they form one. `readers` counts
@@ -41,12 +47,20 @@ pub fn find(
         (Op::DiagMaskInf { .. }, Op::SoftMax { .. }) if b.src.len() == 1 => Fusion::CausalSoftMax,
         (Op::Silu, Op::Mul) => Fusion::SiluMul,
         (Op::Rope(_), Op::Cpy) => Fusion::RopeCpy,
+        (Op::Rope(_), Op::SetRows) if rope::set_rows_fits(graph, first, second) => {
+            Fusion::RopeSetRows
+        }
+        (Op::MulMat, Op::Add) if mul_mat::residual_fits(dev, graph, first, second) => {
+            Fusion::MulMatAdd
+        }
         _ => return None,
     };
     let feeds_only_a = b.src.first() == Some(&first) && !b.src[1..].contains(&first);
     let shapes_fit = match fusion {
         // The copy's bytes are addressed with the rope's shape.
         Fusion::RopeCpy => a.layout.is_contiguous() && b.layout.is_contiguous(),
+        // Checked by set_rows_fits: the rows hold the rope's heads.
+        Fusion::RopeSetRows => true,
         _ => a.layout.ne == b.layout.ne,
     };
     let fuses = feeds_only_a
@@ -59,17 +73,19 @@ pub fn find(
     fuses.then_some(fusion)
 }
 
-/// The dispatches of `first` fused into `ctx`'s node.
-pub fn encode(ctx: &Ctx, fusion: Fusion, first: TensorId) -> Result<Vec<Dispatch>> {
-    let node = ctx.graph.node(first);
+/// The dispatches of `first` fused into `enc`'s node.
+pub fn encode(enc: &OpEncoder, fusion: Fusion, first: TensorId) -> Result<Vec<Dispatch>> {
+    let node = enc.graph.node(first);
     let input = node.src[0];
     match (fusion, node.op) {
-        (Fusion::NormMul, op) => norm::encode_rows(ctx, op, input, Some(ctx.src(1))),
+        (Fusion::NormMul, op) => norm::encode_rows(enc, op, input, Some(enc.src(1))),
         (Fusion::CausalSoftMax, Op::DiagMaskInf { n_past }) => {
-            softmax::encode_causal(ctx, input, n_past)
+            softmax::encode_causal(enc, input, n_past)
         }
-        (Fusion::SiluMul, _) => elementwise::encode_silu_mul(ctx, input),
-        (Fusion::RopeCpy, _) => rope::encode_into(ctx, first),
-        _ => Err(ctx.dev.error("a fusion of other ops")),
+        (Fusion::SiluMul, _) => elementwise::encode_silu_mul(enc, input),
+        (Fusion::RopeCpy, _) => rope::encode_into(enc, first),
+        (Fusion::RopeSetRows, _) => rope::encode_set_rows(enc, first),
+        (Fusion::MulMatAdd, _) => mul_mat::encode_plus_residual(enc, first, enc.src(1)),
+        _ => Err(enc.device.error("a fusion of other ops")),
     }
 }

@@ -2,7 +2,7 @@
 //! as f32. One kernel body; the table type only picks the block decoder
 //! from `wgsl/dequant.wgsl`. Out-of-range indices give zero rows.
 
-use super::{key, Ctx};
+use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, TensorId};
 use crate::{DType, Result};
@@ -32,19 +32,19 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
         && u32::try_from(node.layout.n_elements()).is_ok()
 }
 
-pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    let srcs = [ctx.src(0), ctx.src(1)];
-    let table = ctx.graph.layout(srcs[0]).dtype;
+pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    let srcs = [enc.src(0), enc.src(1)];
+    let table = enc.graph.layout(srcs[0]).dtype;
     let defs =
-        defs(table).ok_or_else(|| ctx.dev.error(format!("get_rows from a {table} table")))?;
-    let (bindings, mut params) = ctx.bind_all(&srcs)?;
+        defs(table).ok_or_else(|| enc.device.error(format!("get_rows from a {table} table")))?;
+    let (bindings, mut params) = enc.bind_all(&srcs)?;
     params.x = [table.block_elems() as u32, 0, 0, 0];
-    let wg = ctx.workgroup(256);
-    let n = ctx.graph.layout(ctx.id).n_elements() as u32;
+    let wg = enc.workgroup(256);
+    let n = enc.graph.layout(enc.id).n_elements() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, "get_rows", &srcs, BODY, defs, false, wg),
+        key: key(enc, "get_rows", &srcs, BODY, defs, false, wg),
         bindings,
         params,
-        workgroups: ctx.grid(n.div_ceil(wg)),
+        workgroups: enc.grid(n.div_ceil(wg)),
     }])
 }

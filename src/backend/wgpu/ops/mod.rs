@@ -7,6 +7,7 @@ mod get_rows;
 mod mul_mat;
 mod norm;
 mod rope;
+mod set_rows;
 mod softmax;
 
 use super::kernels::KernelKey;
@@ -41,6 +42,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         Op::MulMat => mul_mat::supports(dev, graph, id),
         Op::GetRows => get_rows::supports(graph, id),
         Op::Rope(_) => rope::supports(graph, id),
+        Op::SetRows => set_rows::supports(graph, id),
     }
 }
 
@@ -54,9 +56,18 @@ pub fn encode_all(
 ) -> Result<Vec<Dispatch>> {
     let mut readers: Option<Vec<u32>> = None;
     let mut out = Vec::with_capacity(nodes.len());
-    let mut i = 0;
-    while i < nodes.len() {
-        let (id, next) = (nodes[i], nodes.get(i + 1).copied());
+    let mut fused_into = None;
+    for (i, &id) in nodes.iter().enumerate() {
+        if fused_into == Some(id) {
+            continue;
+        }
+        // The next node that computes something: views and inputs between
+        // the two dispatch nothing, so the pair may still run as one (a view
+        // of the first node counts as a reader and prevents that).
+        let next = nodes[i + 1..]
+            .iter()
+            .copied()
+            .find(|&n| !graph.node(n).op.is_passive());
         let fusion = next.filter(|_| dev.fuse).and_then(|next| {
             fuse::find(dev, graph, id, next, || {
                 readers.get_or_insert_with(|| graph.reader_counts())[id.0]
@@ -64,19 +75,16 @@ pub fn encode_all(
         });
         match (fusion, next) {
             (Some(f), Some(next)) => {
-                let ctx = Ctx {
-                    dev,
+                let enc = OpEncoder {
+                    device: dev,
                     graph,
                     id: next,
                     buffer_of,
                 };
-                out.extend(fuse::encode(&ctx, f, id)?);
-                i += 2;
+                out.extend(fuse::encode(&enc, f, id)?);
+                fused_into = Some(next);
             }
-            _ => {
-                out.extend(encode(dev, graph, id, buffer_of)?);
-                i += 1;
-            }
+            _ => out.extend(encode(dev, graph, id, buffer_of)?),
         }
     }
     Ok(out)
@@ -101,23 +109,24 @@ pub fn encode(
             node.layout.dtype
         )));
     }
-    let ctx = Ctx {
-        dev,
+    let enc = OpEncoder {
+        device: dev,
         graph,
         id,
         buffer_of,
     };
     match node.op {
         Op::Input | Op::View | Op::Empty | Op::Transfer => Ok(vec![]),
-        Op::Add | Op::Mul => elementwise::encode_binary(&ctx),
+        Op::Add | Op::Mul => elementwise::encode_binary(&enc),
         Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
-            elementwise::encode_unary(&ctx)
+            elementwise::encode_unary(&enc)
         }
-        Op::Norm { .. } | Op::RmsNorm { .. } => norm::encode(&ctx),
-        Op::SoftMax { .. } => softmax::encode(&ctx),
-        Op::MulMat => mul_mat::encode(&ctx),
-        Op::GetRows => get_rows::encode(&ctx),
-        Op::Rope(_) => rope::encode(&ctx),
+        Op::Norm { .. } | Op::RmsNorm { .. } => norm::encode(&enc),
+        Op::SoftMax { .. } => softmax::encode(&enc),
+        Op::MulMat => mul_mat::encode(&enc),
+        Op::GetRows => get_rows::encode(&enc),
+        Op::Rope(_) => rope::encode(&enc),
+        Op::SetRows => set_rows::encode(&enc),
     }
 }
 
@@ -127,14 +136,14 @@ fn address_unit(dtype: DType) -> usize {
     match dtype {
         DType::F16 => 2,
         DType::F32 | DType::I32 => 4,
-        _ => 1,
+        DType::Q4_0 | DType::Q4_1 | DType::Q8_0 | DType::Q6K => 1,
     }
 }
 
 /// Byte strides that the kernels' u32 arithmetic and element loads can use.
 fn addressable(dev: &Device, layout: &Layout) -> bool {
     let unit = address_unit(layout.dtype);
-    let fits_binding = layout.span_bytes() as u64 <= dev.ctx.limits.max_storage_buffer_binding_size;
+    let fits_binding = layout.span_bytes() as u64 <= dev.gpu.limits.max_storage_buffer_binding_size;
     fits_binding
         && layout
             .nb
@@ -143,14 +152,14 @@ fn addressable(dev: &Device, layout: &Layout) -> bool {
 }
 
 /// What an encoder needs to know about the node it encodes.
-pub struct Ctx<'a> {
-    pub dev: &'a Device,
+pub struct OpEncoder<'a> {
+    pub device: &'a Device,
     pub graph: &'a Graph,
     pub id: TensorId,
     pub buffer_of: BufferOf<'a>,
 }
 
-impl Ctx<'_> {
+impl OpEncoder<'_> {
     /// The node's `i`-th source.
     pub fn src(&self, i: usize) -> TensorId {
         self.graph.node(self.id).src[i]
@@ -170,7 +179,7 @@ impl Ctx<'_> {
         let data = self.graph.data(t)?;
         let buf = (self.buffer_of)(&data.buffer)?;
         let layout = self.graph.layout(t);
-        let limits = &self.dev.ctx.limits;
+        let limits = &self.device.gpu.limits;
         let total = buf.buffer.size();
         let max = limits.max_storage_buffer_binding_size / 4 * 4;
         let start = if total <= max {
@@ -183,7 +192,7 @@ impl Ctx<'_> {
         let rel = data.offset as u64 - start;
         let unit = address_unit(layout.dtype) as u64;
         if rel + layout.span_bytes() as u64 > size || !rel.is_multiple_of(unit) {
-            return Err(self.dev.error(format!(
+            return Err(self.device.error(format!(
                 "tensor '{}' ({} bytes at offset {}) cannot be bound within the {max}-byte binding limit",
                 self.graph.node(t).name,
                 layout.span_bytes(),
@@ -191,7 +200,7 @@ impl Ctx<'_> {
             )));
         }
         let params = TensorParams::new(layout, rel as usize).ok_or_else(|| {
-            self.dev.error(format!(
+            self.device.error(format!(
                 "tensor '{}' is too large to address",
                 self.graph.node(t).name
             ))
@@ -226,7 +235,7 @@ impl Ctx<'_> {
 
     /// A workgroup size for simple kernels, within the device's limits.
     pub fn workgroup(&self, want: u32) -> u32 {
-        let limits = &self.dev.ctx.limits;
+        let limits = &self.device.gpu.limits;
         let cap = limits
             .max_compute_invocations_per_workgroup
             .min(limits.max_compute_workgroup_size_x);
@@ -240,8 +249,8 @@ impl Ctx<'_> {
     /// A grid of `n` workgroups, spilling into y and z past the per-dimension limit.
     pub fn grid(&self, n: u32) -> [u32; 3] {
         let max = self
-            .dev
-            .ctx
+            .device
+            .gpu
             .limits
             .max_compute_workgroups_per_dimension
             .max(1);
@@ -268,9 +277,9 @@ pub fn kernel_name(op: &str, srcs: &[DType], dst: DType, variant: &str) -> Strin
     name
 }
 
-/// The key of a kernel over the types of `srcs` writing `ctx`'s node.
+/// The key of a kernel over the types of `srcs` writing `enc`'s node.
 pub fn key(
-    ctx: &Ctx,
+    enc: &OpEncoder,
     op: &str,
     srcs: &[TensorId],
     body: &'static [&'static str],
@@ -278,10 +287,10 @@ pub fn key(
     reduces: bool,
     workgroup: u32,
 ) -> KernelKey {
-    let types: Vec<DType> = srcs.iter().map(|&s| ctx.graph.layout(s).dtype).collect();
-    let dst = ctx.graph.layout(ctx.id).dtype;
+    let types: Vec<DType> = srcs.iter().map(|&s| enc.graph.layout(s).dtype).collect();
+    let dst = enc.graph.layout(enc.id).dtype;
     let variant = if reduces {
-        match ctx.dev.reduction {
+        match enc.device.reduction {
             super::Reduction::Subgroup => "sg",
             _ => "wg",
         }

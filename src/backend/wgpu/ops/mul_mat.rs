@@ -13,7 +13,7 @@
 //! f32/f16 weights may have any element stride (transposed views run, just
 //! slower); quantized weights need dense rows (ggml cannot make others).
 
-use super::{key, Ctx};
+use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::backend::wgpu::Device;
 use crate::graph::{Graph, TensorId};
@@ -21,11 +21,30 @@ use crate::{DType, Result};
 
 const QUANT: &str = include_str!("../../../../wgsl/quant.wgsl");
 const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
-/// The mat-vec kernel for 1, 2 and 4 columns per workgroup.
-const VEC_COLS: [(usize, &[&str]); 3] = [
-    (1, &[QUANT, "const COLS: u32 = 1u;\n", VEC_BODY]),
-    (2, &[QUANT, "const COLS: u32 = 2u;\n", VEC_BODY]),
-    (4, &[QUANT, "const COLS: u32 = 4u;\n", VEC_BODY]),
+/// The mat-vec kernel's store: the sum as it is, or plus a residual `c`
+/// addressed like the destination (`p.y.x` is its offset in its binding).
+const STORE_SUM: &str = "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n";
+const STORE_SUM_PLUS_C: &str =
+    "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n";
+/// The mat-vec kernel for 1, 2 and 4 columns per workgroup, storing sums
+/// (`VEC_COLS[i].1`) or sums plus a residual (`VEC_COLS[i].2`).
+type Body = &'static [&'static str];
+const VEC_COLS: [(usize, Body, Body); 3] = [
+    (
+        1,
+        &[QUANT, "const COLS: u32 = 1u;\n", STORE_SUM, VEC_BODY],
+        &[QUANT, "const COLS: u32 = 1u;\n", STORE_SUM_PLUS_C, VEC_BODY],
+    ),
+    (
+        2,
+        &[QUANT, "const COLS: u32 = 2u;\n", STORE_SUM, VEC_BODY],
+        &[QUANT, "const COLS: u32 = 2u;\n", STORE_SUM_PLUS_C, VEC_BODY],
+    ),
+    (
+        4,
+        &[QUANT, "const COLS: u32 = 4u;\n", STORE_SUM, VEC_BODY],
+        &[QUANT, "const COLS: u32 = 4u;\n", STORE_SUM_PLUS_C, VEC_BODY],
+    ),
 ];
 /// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
@@ -93,21 +112,26 @@ fn defs(t: DType) -> Option<&'static str> {
 /// for rows of 4096), fewer for short rows so that each has at least four of
 /// a row's units (a 576-long row decodes twice as fast on lavapipe with 32
 /// as with 64), never fewer than a subgroup or 32.
-fn vec_workgroup(ctx: &Ctx, dtype: DType, k: usize) -> u32 {
+fn vec_workgroup(enc: &OpEncoder, dtype: DType, k: usize) -> u32 {
     // Units per row, as `n_units` in the WGSL.
     let units = if dtype.is_quantized() {
         k / 8
     } else {
         k.div_ceil(64) * 8
     };
-    let subgroup = ctx.dev.ctx.summary.subgroup_sizes.map_or(0, |(_, hi)| hi);
+    let subgroup = enc
+        .device
+        .gpu
+        .summary
+        .subgroup_sizes
+        .map_or(0, |(_, hi)| hi);
     let want = (units / 4).min(128).max(subgroup.max(32) as usize);
-    ctx.workgroup(u32::try_from(want).unwrap_or(128))
+    enc.workgroup(u32::try_from(want).unwrap_or(128))
 }
 
 /// Whether the tiled kernel fits the device's workgroup limits.
 fn tiles_fit(dev: &Device) -> bool {
-    let l = &dev.ctx.limits;
+    let l = &dev.gpu.limits;
     l.max_compute_invocations_per_workgroup >= MM_WG
         && l.max_compute_workgroup_size_x >= MM_WG
         && l.max_compute_workgroup_storage_size >= MM_SHARED
@@ -138,7 +162,7 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
         Kind::Tiled
     } else {
         // The widest column group that n fills at least once.
-        Kind::Vec(VEC_COLS.iter().rposition(|&(c, _)| c <= n)?)
+        Kind::Vec(VEC_COLS.iter().rposition(|&(c, _, _)| c <= n)?)
     };
     let (gm, gn) = match kind {
         Kind::Tiled => (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE)),
@@ -166,33 +190,88 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         && plan(dev, graph, id).is_some()
 }
 
-pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    let (a, b) = (ctx.src(0), ctx.src(1));
-    let dtype = ctx.graph.layout(a).dtype;
-    let (Some(defs), Some((kind, count, words))) = (defs(dtype), plan(ctx.dev, ctx.graph, ctx.id))
+/// Whether `add`, reading the product `mm` as its first source, can be
+/// folded into the mat-vec kernel's store: the residual has the sum's type,
+/// shape and strides (so it is addressed like the destination), and the
+/// product runs as a mat-vec.
+pub fn residual_fits(dev: &Device, graph: &Graph, mm: TensorId, add: TensorId) -> bool {
+    let residual = graph.node(add).src[1];
+    let (lr, ld) = (graph.layout(residual), graph.layout(add));
+    lr.dtype == DType::F32
+        && lr.ne == ld.ne
+        && lr.nb == ld.nb
+        && *graph.layout(mm) == *ld
+        && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
+}
+
+pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    encode_product(enc, enc.id, None)
+}
+
+/// The product `mm` plus `residual` into `enc`'s node (an `add`), in one
+/// mat-vec dispatch; see [`residual_fits`].
+pub fn encode_plus_residual(
+    enc: &OpEncoder,
+    mm: TensorId,
+    residual: TensorId,
+) -> Result<Vec<Dispatch>> {
+    encode_product(enc, mm, Some(residual))
+}
+
+/// The product of node `mm`'s sources stored into `enc`'s node, plus
+/// `residual` when given.
+fn encode_product(
+    enc: &OpEncoder,
+    mm: TensorId,
+    residual: Option<TensorId>,
+) -> Result<Vec<Dispatch>> {
+    let (a, b) = (enc.graph.node(mm).src[0], enc.graph.node(mm).src[1]);
+    let dtype = enc.graph.layout(a).dtype;
+    let (Some(defs), Some((kind, count, words))) = (defs(dtype), plan(enc.device, enc.graph, mm))
     else {
-        return Err(ctx
-            .dev
+        return Err(enc
+            .device
             .error(format!("mul_mat of {dtype:?} weights is not supported")));
     };
-    let (bindings, mut params) = ctx.bind_all(&[a, b])?;
+    let (mut bindings, mut params) = enc.bind_all(&[a, b])?;
     params.x = words;
-    let key = match kind {
-        Kind::Tiled => key(ctx, "mul_mm", &[a, b], MM, defs, false, MM_WG),
-        Kind::Vec(i) => key(
-            ctx,
-            "mul_mat",
-            &[a, b],
-            VEC_COLS[i].1,
+    let mut srcs = vec![a, b];
+    if let Some(r) = residual {
+        let (binding, at) = enc.bind(r)?;
+        // Sources come before the destination in binding order.
+        bindings.insert(2, binding);
+        params.y = [at.offset, 0, 0, 0];
+        srcs.push(r);
+    }
+    let key = match (kind, residual) {
+        (Kind::Tiled, None) => key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG),
+        (Kind::Tiled, Some(_)) => {
+            return Err(enc
+                .device
+                .error("a residual add is fused only into the mat-vec kernel"))
+        }
+        (Kind::Vec(i), r) => key(
+            enc,
+            if r.is_some() {
+                "mul_mat_add"
+            } else {
+                "mul_mat"
+            },
+            &srcs,
+            if r.is_some() {
+                VEC_COLS[i].2
+            } else {
+                VEC_COLS[i].1
+            },
             defs,
             true,
-            vec_workgroup(ctx, dtype, ctx.graph.layout(a).ne[0]),
+            vec_workgroup(enc, dtype, enc.graph.layout(a).ne[0]),
         ),
     };
     Ok(vec![Dispatch {
         key,
         bindings,
         params,
-        workgroups: ctx.grid(count),
+        workgroups: enc.grid(count),
     }])
 }

@@ -1,7 +1,7 @@
 //! norm and rms_norm: one workgroup per row, two reductions (mean, then
 //! mean square of the centred values).
 
-use super::{key, Ctx};
+use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
@@ -20,14 +20,14 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
     graph.layout(src).dtype == DType::F32
 }
 
-pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    encode_rows(ctx, ctx.op(), ctx.src(0), None)
+pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    encode_rows(enc, enc.op(), enc.src(0), None)
 }
 
-/// `op` (norm or rms_norm) over the rows of `src` into `ctx`'s node, times
+/// `op` (norm or rms_norm) over the rows of `src` into `enc`'s node, times
 /// `weight` (broadcast) when given.
 pub fn encode_rows(
-    ctx: &Ctx,
+    enc: &OpEncoder,
     op: Op,
     src: TensorId,
     weight: Option<TensorId>,
@@ -39,21 +39,25 @@ pub fn encode_rows(
             eps,
         ),
         Op::Norm { eps } => (["norm", "norm_mul"], "const CENTER: bool = true;\n", eps),
-        _ => return Err(ctx.dev.error("norm encoder got another op")),
+        other => {
+            return Err(enc
+                .device
+                .error(format!("norm encoder got {}", other.name())))
+        }
     };
     let (name, body) = match weight {
         Some(_) => (names[1], WEIGHTED),
         None => (names[0], UNWEIGHTED),
     };
     let srcs: Vec<TensorId> = std::iter::once(src).chain(weight).collect();
-    let (bindings, mut params) = ctx.bind_all(&srcs)?;
+    let (bindings, mut params) = enc.bind_all(&srcs)?;
     params.x = [eps.to_bits(), 0, 0, 0];
-    let wg = ctx.workgroup(256);
-    let rows = ctx.graph.layout(src).n_rows() as u32;
+    let wg = enc.workgroup(256);
+    let rows = enc.graph.layout(src).n_rows() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, name, &srcs, body, defs, true, wg),
+        key: key(enc, name, &srcs, body, defs, true, wg),
         bindings,
         params,
-        workgroups: ctx.grid(rows),
+        workgroups: enc.grid(rows),
     }])
 }

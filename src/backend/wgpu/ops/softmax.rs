@@ -2,7 +2,7 @@
 //! workgroup per row, a max and a sum reduction. The mask is a second source
 //! when present, so the kernel comes in a one-source and a two-source form.
 
-use super::{key, Ctx};
+use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
@@ -30,40 +30,40 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
         && node.src[1..].iter().all(|&m| float(m))
 }
 
-pub fn encode(ctx: &Ctx) -> Result<Vec<Dispatch>> {
-    let node = ctx.graph.node(ctx.id);
+pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    let node = enc.graph.node(enc.id);
     match node.src.get(1) {
-        Some(&mask) => rows(ctx, "soft_max", &[node.src[0], mask], MASK, 0),
-        None => rows(ctx, "soft_max", &[node.src[0]], NO_MASK, 0),
+        Some(&mask) => rows(enc, "soft_max", &[node.src[0], mask], MASK, 0),
+        None => rows(enc, "soft_max", &[node.src[0]], NO_MASK, 0),
     }
 }
 
-/// soft_max of `src` into `ctx`'s node with diag_mask_inf(`n_past`) applied
+/// soft_max of `src` into `enc`'s node with diag_mask_inf(`n_past`) applied
 /// first, as the pair computes it.
-pub fn encode_causal(ctx: &Ctx, src: TensorId, n_past: usize) -> Result<Vec<Dispatch>> {
+pub fn encode_causal(enc: &OpEncoder, src: TensorId, n_past: usize) -> Result<Vec<Dispatch>> {
     let n_past = u32::try_from(n_past).unwrap_or(u32::MAX);
-    rows(ctx, "soft_max_causal", &[src], CAUSAL, n_past)
+    rows(enc, "soft_max_causal", &[src], CAUSAL, n_past)
 }
 
 fn rows(
-    ctx: &Ctx,
+    enc: &OpEncoder,
     name: &str,
     srcs: &[TensorId],
     body: &'static [&'static str],
     n_past: u32,
 ) -> Result<Vec<Dispatch>> {
-    let Op::SoftMax { scale } = ctx.op() else {
-        return Err(ctx.dev.error("soft_max encoder got another op"));
+    let Op::SoftMax { scale } = enc.op() else {
+        return Err(enc.device.error("soft_max encoder got another op"));
     };
-    let (bindings, mut params) = ctx.bind_all(srcs)?;
+    let (bindings, mut params) = enc.bind_all(srcs)?;
     params.x = [scale.to_bits(), 0, 0, 0];
     params.y = [n_past, 0, 0, 0];
-    let wg = ctx.workgroup(256);
-    let rows = ctx.graph.layout(srcs[0]).n_rows() as u32;
+    let wg = enc.workgroup(256);
+    let rows = enc.graph.layout(srcs[0]).n_rows() as u32;
     Ok(vec![Dispatch {
-        key: key(ctx, name, srcs, body, "", true, wg),
+        key: key(enc, name, srcs, body, "", true, wg),
         bindings,
         params,
-        workgroups: ctx.grid(rows),
+        workgroups: enc.grid(rows),
     }])
 }

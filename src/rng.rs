@@ -1,4 +1,5 @@
-//! A small seeded generator (SplitMix64) so every run draws the same inputs.
+//! A small seeded generator (SplitMix64): sampling, synthetic models and
+//! test inputs draw the same numbers for the same seed on every machine.
 
 /// SplitMix64.
 pub struct Rng(u64);

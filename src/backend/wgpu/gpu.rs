@@ -41,7 +41,7 @@ impl std::fmt::Display for AdapterSummary {
 }
 
 /// An open device with what it can do.
-pub struct Context {
+pub struct Gpu {
     /// The logical device.
     pub device: wgpu::Device,
     /// Its queue.
@@ -84,8 +84,9 @@ fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
 }
 
 /// The largest device-local memory heap of a Vulkan adapter; WebGPU has no
-/// memory query, so other APIs report nothing.
-#[cfg(not(target_arch = "wasm32"))]
+/// memory query, so other APIs report nothing. wgpu has no Vulkan backend
+/// on Apple platforms (Metal serves them) or the web.
+#[cfg(not(any(target_arch = "wasm32", target_vendor = "apple")))]
 fn local_memory(adapter: &wgpu::Adapter) -> Option<u64> {
     // SAFETY: only reads the physical device's memory properties; nothing
     // is created or destroyed, and the guard outlives the calls.
@@ -104,7 +105,7 @@ fn local_memory(adapter: &wgpu::Adapter) -> Option<u64> {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(any(target_arch = "wasm32", target_vendor = "apple"))]
 fn local_memory(_: &wgpu::Adapter) -> Option<u64> {
     None
 }
@@ -195,10 +196,10 @@ fn choose(list: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Result<(usize, wg
     Ok((index, adapter))
 }
 
-impl Context {
+impl Gpu {
     /// Opens a device on the chosen adapter with the adapter's own limits and
     /// every wanted feature it has.
-    pub fn open(choice: &AdapterChoice) -> Result<Context> {
+    pub fn open(choice: &AdapterChoice) -> Result<Gpu> {
         let (index, adapter) = choose(adapters(), choice)?;
         let summary = summarize(index, &adapter);
         let features = adapter.features() & WANTED;
@@ -217,7 +218,7 @@ impl Context {
                 msg: format!("cannot open the device: {e}"),
             })?;
         log::info!("wgpu: opened {summary}; features {features:?}");
-        Ok(Context {
+        Ok(Gpu {
             device,
             queue,
             summary,

@@ -1,6 +1,13 @@
 //! The llama graph for one batch of tokens, node for node like llama.cpp's
 //! `build_llama` with the non-flash attention path: weights and KV cache are
-//! bound inputs, token ids and positions are i32 inputs written each step.
+//! bound inputs; token ids, positions, the attention mask and the cache rows
+//! the batch fills are inputs written each step.
+//!
+//! A graph depends only on its [`Shape`]: attention reads the cache up to a
+//! multiple of [`KV_PAD`] positions (the mask hides those past the batch),
+//! and the batch's K and V go to the cache with `set_rows` at the positions
+//! given as inputs. So every decode step of a [`KV_PAD`]-long stretch runs
+//! the same graph, and its schedule and recorded dispatches are reused.
 
 use super::config::LlamaConfig;
 use super::kv_cache::KvCache;
@@ -19,17 +26,106 @@ pub struct Batch {
     pub all_logits: bool,
 }
 
+/// Cache positions that attention reads are padded to a multiple of this
+/// (as llama.cpp pads `n_kv`), so a decode graph keeps its shape for this
+/// many tokens.
+pub const KV_PAD: usize = 256;
+
+/// What a graph is built for: batches of one shape share one graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// Tokens in the batch.
+    pub n_tokens: usize,
+    /// Cache positions attention reads (the first `n_kv`).
+    pub n_kv: usize,
+    /// Logits of every position (else of the last one only).
+    pub all_logits: bool,
+}
+
+impl Batch {
+    /// The shape of this batch's graph in a cache of `n_ctx` positions, or
+    /// an error when the batch does not fit.
+    pub fn shape(&self, n_ctx: usize) -> Result<Shape> {
+        let end = self
+            .n_past
+            .checked_add(self.n_tokens)
+            .filter(|&end| self.n_tokens > 0 && end <= n_ctx)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "a batch of {} tokens after {} does not fit the {n_ctx}-position context",
+                    self.n_tokens, self.n_past
+                ))
+            })?;
+        Ok(Shape {
+            n_tokens: self.n_tokens,
+            n_kv: end.div_ceil(KV_PAD).saturating_mul(KV_PAD).min(n_ctx),
+            all_logits: self.all_logits,
+        })
+    }
+}
+
 /// A built graph and the tensors the caller reads or writes.
 #[derive(Debug)]
 pub struct StepGraph {
     /// The nodes, in computation order.
     pub graph: Graph,
+    /// The shape it was built for.
+    pub shape: Shape,
     /// i32 token ids `[n_tokens]`.
     pub tokens: TensorId,
-    /// i32 positions `[n_tokens]`.
+    /// i32 positions `[n_tokens]`, also the K cache rows the batch fills.
     pub positions: TensorId,
+    /// f32 `[n_kv, n_tokens]`: 0 where a token may attend to a cache
+    /// position, -inf where not (later positions, padding).
+    pub kq_mask: TensorId,
+    /// i32 `[n_embd_kv * n_tokens]`: where each value of the batch's V goes
+    /// in the transposed V cache, viewed as one long row of single values.
+    pub v_rows: TensorId,
     /// f32 logits `[n_vocab, n_tokens]` or `[n_vocab, 1]`.
     pub logits: TensorId,
+}
+
+/// The values of a step graph's inputs for one batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepInputs {
+    /// Token ids.
+    pub tokens: Vec<i32>,
+    /// Positions `n_past..n_past + n_tokens`.
+    pub positions: Vec<i32>,
+    /// The causal mask over the graph's `n_kv` positions.
+    pub kq_mask: Vec<f32>,
+    /// V cache rows, channel after channel for each token.
+    pub v_rows: Vec<i32>,
+}
+
+impl StepInputs {
+    /// The inputs of `batch` (its tokens `tokens`) for a graph of `shape`
+    /// over a cache of `n_ctx` positions of `n_embd_kv` values.
+    pub fn new(
+        batch: Batch,
+        tokens: &[u32],
+        shape: Shape,
+        n_ctx: usize,
+        n_embd_kv: usize,
+    ) -> StepInputs {
+        let positions: Vec<i32> = (batch.n_past..batch.n_past + tokens.len())
+            .map(|p| p as i32)
+            .collect();
+        let mut kq_mask = vec![f32::NEG_INFINITY; shape.n_kv * tokens.len()];
+        for (row, &pos) in kq_mask.chunks_exact_mut(shape.n_kv).zip(&positions) {
+            row[..=pos as usize].fill(0.0);
+        }
+        let v_rows = positions
+            .iter()
+            .flat_map(|&pos| (0..n_embd_kv).map(move |c| (c * n_ctx) as i32 + pos))
+            .collect();
+        StepInputs {
+            tokens: tokens.iter().map(|&t| t as i32).collect(),
+            positions,
+            kq_mask,
+            v_rows,
+        }
+    }
 }
 
 /// Every weight the graph reads, with the shape the hyperparameters imply.
@@ -123,22 +219,19 @@ fn products(
     Ok(out)
 }
 
-/// Builds the graph of `batch`.
-pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result<StepGraph> {
-    let Batch {
+/// Builds the graph of batches of `shape`.
+pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result<StepGraph> {
+    let Shape {
         n_tokens: n,
-        n_past,
+        n_kv,
         all_logits,
-    } = batch;
-    let n_kv = n_past
-        .checked_add(n)
-        .filter(|&end| n > 0 && end <= kv.n_ctx())
-        .ok_or_else(|| {
-            Error::invalid(format!(
-                "a batch of {n} tokens after {n_past} does not fit the {}-position context",
-                kv.n_ctx()
-            ))
-        })?;
+    } = shape;
+    if n == 0 || n > n_kv || n_kv > kv.n_ctx() {
+        return Err(Error::invalid(format!(
+            "a graph of {n} tokens over {n_kv} of {} cache positions",
+            kv.n_ctx()
+        )));
+    }
     let (hd, n_head, n_head_kv) = (c.head_dim, c.n_head, c.n_head_kv);
     let n_embd_kv = c.n_embd_kv();
     let n_ctx = kv.n_ctx();
@@ -147,6 +240,8 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
     let mut g = Graph::new();
     let tokens = g.input("inp_tokens", DType::I32, &[n])?;
     let positions = g.input("inp_pos", DType::I32, &[n])?;
+    let kq_mask = g.input("KQ_mask", DType::F32, &[n_kv, n])?;
+    let v_rows = g.input("inp_v_rows", DType::I32, &[n_embd_kv * n])?;
     let tok_embd = w.input(&mut g, "token_embd.weight")?;
     let mut inp_l = g.get_rows(tok_embd, tokens)?;
     g.set_name(inp_l, "inp_embd")?;
@@ -171,13 +266,12 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
         g.set_name(k, format!("Kcur-{il}"))?;
         g.set_name(v, format!("Vcur-{il}"))?;
 
-        // Store this batch's K and V at n_past (V transposed); built before
-        // the attention views so the copies run first.
-        let k_dst = g.view(cache.k, &[n * n_embd_kv], &[], es * n_embd_kv * n_past)?;
-        g.cpy(k, k_dst)?;
-        let v_t = g.transpose(v)?;
-        let v_dst = g.view(cache.v, &[n, n_embd_kv], &[es * n_ctx], es * n_past)?;
-        g.cpy(v_t, v_dst)?;
+        // Store this batch's K and V at its positions (V transposed: one
+        // value per row of the flattened cache); built before the attention
+        // views so the stores run first.
+        g.set_rows(cache.k, k, positions)?;
+        let v_cache = g.reshape(cache.v, &[1, n_ctx * n_embd_kv])?;
+        g.set_rows(v_cache, v, v_rows)?;
 
         // kq = K^T q per head, masked and normalised; kqv = V kq.
         let q = g.permute(q, [0, 2, 1, 3])?;
@@ -188,8 +282,7 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
             0,
         )?;
         let kq = g.mul_mat(k_all, q)?;
-        let kq = g.diag_mask_inf(kq, n_past)?;
-        let kq = g.soft_max(kq, None, kq_scale)?;
+        let kq = g.soft_max(kq, Some(kq_mask), kq_scale)?;
         g.set_name(kq, format!("kq_soft_max-{il}"))?;
         let v_all = g.view(
             cache.v,
@@ -238,8 +331,11 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, batch: Batch) -> Result
     g.set_output(logits)?;
     Ok(StepGraph {
         graph: g,
+        shape,
         tokens,
         positions,
+        kq_mask,
+        v_rows,
         logits,
     })
 }
