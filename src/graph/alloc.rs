@@ -119,8 +119,18 @@ pub fn plan_allocation_where(
     // may fuse an op into the next one, reading the first op's sources while
     // it writes the second's result, so those must not share bytes.
     let mut freed_last_op: Vec<(usize, usize)> = Vec::new();
+    // Inputs first: the caller writes them before any op runs, so they must
+    // not share bytes with an intermediate that an earlier op frees.
+    for &id in nodes {
+        if needs_storage(id) && graph.node(id).op == Op::Input {
+            let size = round_up(graph.layout(id).span_bytes(), align);
+            let off = list.alloc(size);
+            placed[id.0] = Some((off, size));
+            plan.offsets.push((id, off));
+        }
+    }
     for (step, &id) in nodes.iter().enumerate() {
-        if needs_storage(id) {
+        if needs_storage(id) && graph.node(id).op != Op::Input {
             let size = round_up(graph.layout(id).span_bytes(), align);
             let off = list.alloc(size);
             placed[id.0] = Some((off, size));
@@ -177,5 +187,24 @@ mod tests {
         );
         assert_eq!(off(d), off(a), "d reuses a, dead after b");
         assert_eq!(plan.size, 4 * 1024);
+    }
+
+    #[test]
+    fn an_input_after_freed_intermediates_gets_bytes_of_its_own() {
+        // The caller writes y before anything runs; a's and b's bytes are
+        // written by ops, so y must not share them, wherever it is created.
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[64]).unwrap();
+        let a = g.silu(x).unwrap();
+        let b = g.relu(a).unwrap();
+        let c = g.gelu(b).unwrap();
+        let y = g.input("y", DType::F32, &[64]).unwrap();
+        let d = g.add(c, y).unwrap();
+        g.set_output(d).unwrap();
+        let plan = plan_allocation(&g, &g.compute_order(), 256);
+        let off = |id| plan.offsets.iter().find(|(t, _)| *t == id).unwrap().1;
+        for t in [x, a, b, c, d] {
+            assert_ne!(off(y), off(t), "y shares bytes with {t:?}");
+        }
     }
 }
