@@ -157,7 +157,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
         };
         println!(
             "{{\"model\": {}, \"backend\": {}, \"adapter\": {}, \"devices\": [{}], \"split_mode\": {}, \
-             \"n_gpu_layers\": {}, \"splits\": {}, \"decode_transfers\": {}, \"decode_transfer_bytes\": {}, \
+             \"n_gpu_layers\": {}, \"flash_attn\": {}, \"splits\": {}, \"decode_transfers\": {}, \"decode_transfer_bytes\": {}, \
              \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
              \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"dispatches_per_token\": {}, \
              \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"copies\": {}, \"read\": {}}}}}",
@@ -167,6 +167,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
             info.devices.iter().map(|d| json_str(d)).collect::<Vec<_>>().join(", "),
             json_str(&m.split_mode().to_string()),
             m.offloaded_layers(),
+            json_str(&format!("{:?}", a.model.flash_attn).to_lowercase()),
             m.splits(),
             copies.transfers,
             copies.transfer_bytes,

@@ -46,6 +46,9 @@ struct Args {
     /// Keep the smallest set of tokens with probability at least P; 1 keeps all
     #[arg(long = "top-p", default_value_t = 0.95)]
     top_p: f32,
+    /// Keep the tokens at least P times as likely as the most likely one; 0 keeps all
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    min_p: f32,
     /// Sampler seed
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -78,6 +81,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
         temp: a.temp,
         top_k: a.top_k,
         top_p: a.top_p,
+        min_p: a.min_p,
         seed: a.seed,
         chat: a.chat,
     };

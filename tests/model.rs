@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use json::Json;
 use wginfer::backend::wgpu::AdapterChoice;
 use wginfer::model::{
-    argmax, BackendChoice, GenerateOptions, LoadOptions, Model, SplitMode, StopReason,
+    argmax, BackendChoice, FlashAttn, GenerateOptions, LoadOptions, Model, SplitMode, StopReason,
 };
 
 /// Context of the shared model: room for every reference prompt plus its continuation.
@@ -630,6 +630,7 @@ fn seeded_sampling_repeats() {
             temp: 1.0,
             top_k: 40,
             top_p: 0.95,
+            min_p: 0.05,
             seed,
             chat: true,
         };
@@ -741,4 +742,38 @@ fn reused_plans_give_fresh_graphs_logits_on_wgpu() {
         return;
     };
     check_plan_reuse(&mut m, "wgpu");
+}
+
+/// The reference checks with flash attention forced on and off (the shared
+/// models use `auto`: on for decode steps, off for prompts).
+fn check_flash_attn_modes(backend: BackendChoice, label: &str) {
+    for fa in [FlashAttn::On, FlashAttn::Off] {
+        let opts = LoadOptions {
+            backend: backend.clone(),
+            n_ctx: N_CTX,
+            flash_attn: fa,
+            ..LoadOptions::default()
+        };
+        let m = match backend {
+            BackendChoice::Wgpu => load_gpu_with(&opts),
+            _ => Some(Model::load(fixtures::default_model(), &opts).expect("load")),
+        };
+        let Some(mut m) = m else { return };
+        let label = format!("{label} flash_attn {fa:?}");
+        check_teacher_forced(&mut m, &label);
+        check_reference_logits(&mut m, &label);
+        for line in check_greedy(&mut m) {
+            eprintln!("{label} {line}");
+        }
+    }
+}
+
+#[test]
+fn flash_attention_on_and_off_match_llama_cpp() {
+    check_flash_attn_modes(BackendChoice::Cpu, "cpu");
+}
+
+#[test]
+fn flash_attention_on_and_off_match_llama_cpp_on_wgpu() {
+    check_flash_attn_modes(BackendChoice::Wgpu, "wgpu");
 }

@@ -15,10 +15,13 @@ fn backends() -> &'static [WgpuBackend] {
     static BACKENDS: OnceLock<Vec<WgpuBackend>> = OnceLock::new();
     BACKENDS.get_or_init(|| {
         // The second device also takes the uniform-buffer path for parameters.
+        // Both fold activations into mat-vecs, which a CPU-type adapter
+        // would not by default, so the folded kernels are tested.
         let open = |reduction, uniform_params| {
             WgpuBackend::new(&WgpuOptions {
                 reduction,
                 uniform_params,
+                fold_activations: Some(true),
                 ..Default::default()
             })
         };
@@ -96,6 +99,7 @@ parity_tests! {
     rms_norm => "rms_norm",
     mul_mat => "mul_mat",
     fused => "fused",
+    flash_attn => "flash_attn_ext",
 }
 
 #[test]
@@ -140,6 +144,7 @@ fn fused_pairs_run_as_one_dispatch_unless_the_first_is_read_again() {
         .map(|b| {
             WgpuBackend::new(&WgpuOptions {
                 reduction: b.reduction(),
+                fold_activations: Some(true),
                 ..Default::default()
             })
             .expect("a second device on the same adapter")

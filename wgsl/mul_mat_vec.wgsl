@@ -9,17 +9,21 @@
 // p.x: row groups (of 4), column groups (of COLS), a's batch divisors r2
 // and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder, and so does
 // `epilogue(sum, byte)`, which turns a row's sum into the stored value: the
-// sum itself, or the sum plus a residual (a fused `add`).
+// sum itself, or the sum plus a residual (a fused `add`); and
+// `col_stats(column)` with `x_value(byte, k, stats)`, which give the
+// activation multiplied: b's value itself, or (a fused norm x weight) that
+// value normalised with its column's mean and scale and multiplied by the
+// norm's weight, or (a fused silu x up) silu of it times the up value.
 
-fn x_at(xrow: u32, u: u32, i: u32) -> f32 {
+fn x_at(xrow: u32, u: u32, i: u32, st: vec2<f32>) -> f32 {
     let k = x_elem(u, i);
-    return select(0.0, load_b(xrow + k * p.b.nb.x), k < p.b.ne.x);
+    return select(0.0, x_value(xrow + k * p.b.nb.x, k, st), k < p.b.ne.x);
 }
 
-fn x_unit(xrow: u32, u: u32) -> Unit {
+fn x_unit(xrow: u32, u: u32, st: vec2<f32>) -> Unit {
     return Unit(
-        vec4<f32>(x_at(xrow, u, 0u), x_at(xrow, u, 1u), x_at(xrow, u, 2u), x_at(xrow, u, 3u)),
-        vec4<f32>(x_at(xrow, u, 4u), x_at(xrow, u, 5u), x_at(xrow, u, 6u), x_at(xrow, u, 7u)),
+        vec4<f32>(x_at(xrow, u, 0u, st), x_at(xrow, u, 1u, st), x_at(xrow, u, 2u, st), x_at(xrow, u, 3u, st)),
+        vec4<f32>(x_at(xrow, u, 4u, st), x_at(xrow, u, 5u, st), x_at(xrow, u, 6u, st), x_at(xrow, u, 7u, st)),
     );
 }
 
@@ -69,6 +73,18 @@ fn main(ids: Ids) {
     let x2 = xb + min(n0 + 2u, last_col) * p.b.nb.y;
     let x3 = xb + min(n0 + 3u, last_col) * p.b.nb.y;
     let units = n_units(p.a.ne.x);
+    // Every invocation calls col_stats, which may reduce over the workgroup.
+    let st0 = col_stats(x0, ids);
+    var st1 = st0;
+    var st2 = st0;
+    var st3 = st0;
+    if (COLS > 1u) {
+        st1 = col_stats(x1, ids);
+    }
+    if (COLS > 2u) {
+        st2 = col_stats(x2, ids);
+        st3 = col_stats(x3, ids);
+    }
 
     var acc0 = vec4<f32>(0.0);
     var acc1 = vec4<f32>(0.0);
@@ -79,13 +95,13 @@ fn main(ids: Ids) {
         let w1 = unit_w(r1, u);
         let w2 = unit_w(r2, u);
         let w3 = unit_w(r3, u);
-        acc0 += dot4(w0, w1, w2, w3, x_unit(x0, u));
+        acc0 += dot4(w0, w1, w2, w3, x_unit(x0, u, st0));
         if (COLS > 1u) {
-            acc1 += dot4(w0, w1, w2, w3, x_unit(x1, u));
+            acc1 += dot4(w0, w1, w2, w3, x_unit(x1, u, st1));
         }
         if (COLS > 2u) {
-            acc2 += dot4(w0, w1, w2, w3, x_unit(x2, u));
-            acc3 += dot4(w0, w1, w2, w3, x_unit(x3, u));
+            acc2 += dot4(w0, w1, w2, w3, x_unit(x2, u, st2));
+            acc3 += dot4(w0, w1, w2, w3, x_unit(x3, u, st3));
         }
     }
     finish(acc0, m0, n0, i2, i3, ids);

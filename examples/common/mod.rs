@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use wginfer::backend::wgpu::AdapterChoice;
-use wginfer::model::{BackendChoice, LoadOptions, Model, SplitMode};
+use wginfer::model::{BackendChoice, FlashAttn, LoadOptions, Model, SplitMode};
 
 /// The model every example defaults to.
 pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -72,6 +72,14 @@ pub struct ModelArgs {
     /// MiB of weights and KV cache each device may hold [default: its memory]
     #[arg(long = "device-memory-mib")]
     pub device_memory_mib: Option<u64>,
+    /// Attention as one flash-attention op: on, off or auto (where faster:
+    /// for now off)
+    #[arg(long = "flash-attn", visible_alias = "fa", default_value = "auto", value_parser = parse_flash_attn)]
+    pub flash_attn: FlashAttn,
+}
+
+fn parse_flash_attn(s: &str) -> Result<FlashAttn, String> {
+    FlashAttn::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_backend(s: &str) -> Result<BackendChoice, String> {
@@ -105,6 +113,7 @@ impl ModelArgs {
                 main_gpu: self.main_gpu,
                 tensor_split: self.tensor_split.clone(),
                 device_memory: self.device_memory_mib.map(|m| m << 20),
+                flash_attn: self.flash_attn,
                 progress: Some(progress_bar("loading")),
                 ..LoadOptions::default()
             },

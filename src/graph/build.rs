@@ -124,8 +124,9 @@ impl Graph {
     }
 
     /// Copies the rows of `src` into rows `idx` (i32) of the 2-D tensor `dst`
-    /// (converting f32/f16); the result is `dst` after the copy. `src` is
-    /// read as contiguous rows of `dst`'s row length, one per index.
+    /// (converting f32/f16); the result is `dst` after the copy. `src`'s
+    /// elements, in order (any strides), make rows of `dst`'s row length,
+    /// one per index.
     pub fn set_rows(&mut self, dst: TensorId, src: TensorId, idx: TensorId) -> Result<TensorId> {
         self.check_ids(&[dst, src, idx])?;
         float_type(self, src, "set_rows source")?;
@@ -138,12 +139,9 @@ impl Graph {
                 ld.ne
             )));
         }
-        if !ls.is_contiguous()
-            || !li.is_contiguous()
-            || ls.n_elements() != ld.ne[0] * li.n_elements()
-        {
+        if !li.is_contiguous() || ls.n_elements() != ld.ne[0] * li.n_elements() {
             return Err(Error::shape(format!(
-                "set_rows: {} contiguous indices {:?} need a contiguous source of {} rows of {}, got {:?}",
+                "set_rows: {} contiguous indices {:?} need a source of {} rows of {}, got {:?}",
                 li.n_elements(),
                 li.ne,
                 li.n_elements(),
@@ -155,6 +153,57 @@ impl Graph {
         let id = self.push(name, Op::SetRows, vec![src, idx], ld);
         self.node_mut(id).view_of = Some((dst, 0));
         Ok(id)
+    }
+
+    /// Attention of queries `q` `[D, n_q, n_head]` over keys `k` `[D, n_kv,
+    /// n_head_kv]` and values `v` `[Dv, n_kv, n_head_kv]` (any strides;
+    /// f32 or f16 K and V), with an optional additive `mask` `[n_kv, >= n_q]`:
+    /// `[Dv, n_head, n_q]` (see [`Op::FlashAttn`]).
+    pub fn flash_attn(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        mask: Option<TensorId>,
+        scale: f32,
+    ) -> Result<TensorId> {
+        self.check_ids(&[q, k, v])?;
+        self.check_ids(mask.as_slice())?;
+        expect_type(self, q, DType::F32, "flash_attn q")?;
+        float_type(self, k, "flash_attn k")?;
+        float_type(self, v, "flash_attn v")?;
+        let (nq, nk, nv) = (self.layout(q).ne, self.layout(k).ne, self.layout(v).ne);
+        let fits = nq[0] == nk[0]
+            && nk[1] == nv[1]
+            && nk[2] == nv[2]
+            && nk[2] > 0
+            && nq[2] % nk[2] == 0
+            && nq[3] == 1
+            && nk[3] == 1
+            && nv[3] == 1;
+        if !fits {
+            return Err(Error::shape(format!(
+                "flash_attn: q {nq:?}, k {nk:?}, v {nv:?} do not fit"
+            )));
+        }
+        let mut src = vec![q, k, v];
+        if let Some(m) = mask {
+            float_type(self, m, "flash_attn mask")?;
+            let nm = self.layout(m).ne;
+            if nm[0] != nk[1] || nm[1] < nq[1] || nm[2] * nm[3] != 1 {
+                return Err(Error::shape(format!(
+                    "flash_attn: mask {nm:?} does not fit {} keys and {} queries",
+                    nk[1], nq[1]
+                )));
+            }
+            src.push(m);
+        }
+        self.op_node(
+            Op::FlashAttn { scale },
+            src,
+            DType::F32,
+            [nv[0], nq[2], nq[1], 1],
+        )
     }
 
     /// `a` converted to `dtype` in a new contiguous tensor.

@@ -133,12 +133,22 @@ pub enum Op {
     /// Copies `src[0]`'s elements, in order, into this node's layout, converting
     /// the type (cpy, cont and cast).
     Cpy,
-    /// ggml_set_rows: row `i` of `src[0]` (read as contiguous rows of the
-    /// destination's row length) is copied, converting the type, into row
+    /// ggml_set_rows: row `i` of `src[0]` (its elements in order, taken as
+    /// rows of the destination's row length) is copied, converting the type, into row
     /// `src[1][i]` (i32) of the 2-D tensor this node writes (its `view_of`);
     /// other rows keep their bytes. The KV cache is written this way, so a
     /// decode graph does not change with the position.
     SetRows,
+    /// Attention in one op (ggml_flash_attn_ext without ALiBi or softcap):
+    /// `softmax(scale * K^T q + mask) V` per query and head, for q `src[0]`
+    /// `[D, n_q, n_head, 1]`, K `src[1]` `[D, n_kv, n_head_kv, 1]`, V
+    /// `src[2]` `[Dv, n_kv, n_head_kv, 1]` (query head `h` reads KV head
+    /// `h / (n_head / n_head_kv)`) and an optional mask `src[3]` `[n_kv, >=
+    /// n_q]`; the result is `[Dv, n_head, n_q, 1]`, heads side by side.
+    FlashAttn {
+        /// Applied to the scores before the mask is added.
+        scale: f32,
+    },
 }
 
 impl Op {
@@ -164,6 +174,7 @@ impl Op {
             Op::Rope(_) => "rope",
             Op::Cpy => "cpy",
             Op::SetRows => "set_rows",
+            Op::FlashAttn { .. } => "flash_attn_ext",
         }
     }
 

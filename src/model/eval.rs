@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::config::LlamaConfig;
 use super::kv_cache::KvCache;
-use super::llama_graph::{build, Batch, Shape, StepGraph, StepInputs};
+use super::llama_graph::{build, Batch, FlashAttn, Shape, StepGraph, StepInputs};
 use super::weights::Weights;
 use crate::backend::{Backend, Counters};
 use crate::sched::{RunStats, Schedule, Scheduler};
@@ -49,6 +49,7 @@ pub struct Evaluator {
     last: RunStats,
     times: StepTimes,
     plans: Vec<Plan>,
+    flash_attn: FlashAttn,
     reuse: bool,
     runs: u64,
     plans_built: u64,
@@ -79,6 +80,7 @@ impl Evaluator {
         w: &Weights,
         kv: &KvCache,
         n_batch: usize,
+        flash_attn: FlashAttn,
     ) -> Result<Evaluator> {
         let mut sched = Scheduler::new(backends)?;
         let n_tokens = n_batch.clamp(1, kv.n_ctx());
@@ -87,7 +89,8 @@ impl Evaluator {
             n_past: kv.n_ctx() - n_tokens,
             all_logits: false,
         };
-        let mut s = sched.schedule(&build(c, w, kv, worst.shape(kv.n_ctx())?)?.graph)?;
+        let mut s =
+            sched.schedule(&build(c, w, kv, worst.shape(kv.n_ctx(), flash_attn)?)?.graph)?;
         sched.allocate(&mut s)?;
         let per_backend = s.ops_per_backend(sched.backends().len());
         let on: Vec<String> = sched
@@ -106,6 +109,7 @@ impl Evaluator {
             last: RunStats::default(),
             times: StepTimes::default(),
             plans: Vec::new(),
+            flash_attn,
             reuse: true,
             runs: 0,
             plans_built: 0,
@@ -218,7 +222,7 @@ impl Evaluator {
         batch: Batch,
     ) -> Result<Vec<f32>> {
         let start = Instant::now();
-        let shape = batch.shape(kv.n_ctx())?;
+        let shape = batch.shape(kv.n_ctx(), self.flash_attn)?;
         let at = self.plan(c, w, kv, shape)?;
         let plan = &self.plans[at];
         let (step, s) = (&plan.step, &plan.schedule);

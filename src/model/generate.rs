@@ -24,6 +24,8 @@ pub struct GenerateOptions {
     pub top_k: usize,
     /// Top-p (1: off).
     pub top_p: f32,
+    /// Min-p (0: off).
+    pub min_p: f32,
     /// Seed of the sampler.
     pub seed: u64,
     /// Wrap the prompt in the model's chat format as one user turn (ChatML).
@@ -38,6 +40,7 @@ impl Default for GenerateOptions {
             temp: s.temp,
             top_k: s.top_k,
             top_p: s.top_p,
+            min_p: s.min_p,
             seed: s.seed,
             chat: false,
         }
@@ -51,6 +54,7 @@ impl GenerateOptions {
             temp: self.temp,
             top_k: self.top_k,
             top_p: self.top_p,
+            min_p: self.min_p,
             seed: self.seed,
         }
     }

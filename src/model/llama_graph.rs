@@ -31,6 +31,44 @@ pub struct Batch {
 /// many tokens.
 pub const KV_PAD: usize = 256;
 
+/// Whether attention runs as one flash-attention op (llama.cpp's `-fa`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FlashAttn {
+    /// Where it is faster: for now nowhere. The flash-attention kernel
+    /// gives one workgroup to each head and query, which on an H200 decodes
+    /// 5% slower than the scores product, soft_max and values product it
+    /// replaces (four dispatches); splitting the keys over workgroups
+    /// (flash decoding) is what would make it pay.
+    #[default]
+    Auto,
+    /// Always.
+    On,
+    /// Never: scores product, masked soft_max, values product.
+    Off,
+}
+
+impl FlashAttn {
+    /// Parses `on`, `off` or `auto`.
+    pub fn parse(s: &str) -> Result<FlashAttn> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(FlashAttn::Auto),
+            "on" | "1" => Ok(FlashAttn::On),
+            "off" | "0" => Ok(FlashAttn::Off),
+            other => Err(Error::invalid(format!(
+                "flash attention '{other}': expected on, off or auto"
+            ))),
+        }
+    }
+
+    /// Whether a batch of `n_tokens` runs with flash attention.
+    pub fn used_for(self, n_tokens: usize) -> bool {
+        match self {
+            FlashAttn::Auto | FlashAttn::Off => false,
+            FlashAttn::On => n_tokens > 0,
+        }
+    }
+}
+
 /// What a graph is built for: batches of one shape share one graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Shape {
@@ -40,12 +78,14 @@ pub struct Shape {
     pub n_kv: usize,
     /// Logits of every position (else of the last one only).
     pub all_logits: bool,
+    /// Attention as one [`crate::graph::Op::FlashAttn`].
+    pub flash_attn: bool,
 }
 
 impl Batch {
     /// The shape of this batch's graph in a cache of `n_ctx` positions, or
     /// an error when the batch does not fit.
-    pub fn shape(&self, n_ctx: usize) -> Result<Shape> {
+    pub fn shape(&self, n_ctx: usize, flash_attn: FlashAttn) -> Result<Shape> {
         let end = self
             .n_past
             .checked_add(self.n_tokens)
@@ -60,6 +100,7 @@ impl Batch {
             n_tokens: self.n_tokens,
             n_kv: end.div_ceil(KV_PAD).saturating_mul(KV_PAD).min(n_ctx),
             all_logits: self.all_logits,
+            flash_attn: flash_attn.used_for(self.n_tokens),
         })
     }
 }
@@ -155,9 +196,61 @@ pub fn expected_weights(c: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
     out
 }
 
+/// Weights that one product can read as a single matrix, when stored back
+/// to back ([`Weights::plan`]): each layer's q, k, v and its gate, up.
+pub fn joined_weights(c: &LlamaConfig) -> Vec<Vec<String>> {
+    let mut out = Vec::with_capacity(2 * c.n_layer);
+    for il in 0..c.n_layer {
+        let names = |parts: &[&str]| {
+            parts
+                .iter()
+                .map(|p| format!("blk.{il}.{p}.weight"))
+                .collect::<Vec<_>>()
+        };
+        out.push(names(&["attn_q", "attn_k", "attn_v"]));
+        out.push(names(&["ffn_gate", "ffn_up"]));
+    }
+    out
+}
+
 /// The products `W x` of layer `il`'s weights `names` (e.g. `attn_q`) with
-/// `x`; see [`products`].
+/// `x`: one product of the weights joined into one matrix when they are
+/// stored so, each product a view of its rows of the result (rows `[m, n]`,
+/// strided by the joined row); else one product each (see [`products`]).
 fn project<const N: usize>(
+    g: &mut Graph,
+    w: &Weights,
+    il: usize,
+    names: [&str; N],
+    x: TensorId,
+    home: usize,
+) -> Result<[TensorId; N]> {
+    let full = names.map(|n| format!("blk.{il}.{n}.weight"));
+    let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+    if N == 1 {
+        return project_each(g, w, il, names, x, home);
+    }
+    let Some(joined) = w.joined_input(g, &refs)? else {
+        return project_each(g, w, il, names, x, home);
+    };
+    let all = g.mul_mat(joined, x)?;
+    let [_, n, _, _] = g.layout(all).ne;
+    let row = g.layout(all).nb[1];
+    let f32_bytes = DType::F32.block_bytes();
+    let mut first = 0;
+    let mut out = Vec::with_capacity(N);
+    for name in &full {
+        let m = w.get(name)?.layout.ne[1];
+        out.push(g.view(all, &[m, n], &[row], first * f32_bytes)?);
+        first += m;
+    }
+    out.try_into()
+        .map_err(|_| Error::invalid("a projection lost a product"))
+}
+
+/// The products `W x` of layer `il`'s weights `names` (e.g. `attn_q`) with
+/// `x`, one each; see [`products`].
+fn project_each<const N: usize>(
     g: &mut Graph,
     w: &Weights,
     il: usize,
@@ -225,6 +318,7 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
         n_tokens: n,
         n_kv,
         all_logits,
+        flash_attn,
     } = shape;
     if n == 0 || n > n_kv || n_kv > kv.n_ctx() {
         return Err(Error::invalid(format!(
@@ -258,8 +352,18 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
         let cur = g.mul(norm, attn_norm)?;
         let home = w.home(&format!("blk.{il}.attn_norm.weight"))?;
         let [q, k, v] = project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], cur, home)?;
-        let q = g.reshape(q, &[hd, n_head, n])?;
-        let k = g.reshape(k, &[hd, n_head_kv, n])?;
+        // Heads of each token; the products may be views of a joined one.
+        let heads = |g: &mut Graph, t: TensorId, n_heads: usize| {
+            let row = g.layout(t).nb[1];
+            g.view(
+                t,
+                &[hd, n_heads, n],
+                &[hd * DType::F32.block_bytes(), row],
+                0,
+            )
+        };
+        let q = heads(&mut g, q, n_head)?;
+        let k = heads(&mut g, k, n_head_kv)?;
         let q = g.rope(q, positions, c.rope)?;
         let k = g.rope(k, positions, c.rope)?;
         g.set_name(q, format!("Qcur-{il}"))?;
@@ -273,7 +377,8 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
         let v_cache = g.reshape(cache.v, &[1, n_ctx * n_embd_kv])?;
         g.set_rows(v_cache, v, v_rows)?;
 
-        // kq = K^T q per head, masked and normalised; kqv = V kq.
+        // kq = K^T q per head, masked and normalised; kqv = V kq; the heads
+        // side by side. Flash attention does all of it in one op.
         let q = g.permute(q, [0, 2, 1, 3])?;
         let k_all = g.view(
             cache.k,
@@ -281,19 +386,25 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
             &[es * n_embd_kv, es * hd],
             0,
         )?;
-        let kq = g.mul_mat(k_all, q)?;
-        let kq = g.soft_max(kq, Some(kq_mask), kq_scale)?;
-        g.set_name(kq, format!("kq_soft_max-{il}"))?;
         let v_all = g.view(
             cache.v,
             &[n_kv, hd, n_head_kv],
             &[es * n_ctx, es * n_ctx * hd],
             0,
         )?;
-        let kqv = g.mul_mat(v_all, kq)?;
-        g.set_name(kqv, format!("kqv-{il}"))?;
-        let merged = g.permute(kqv, [0, 2, 1, 3])?;
-        let merged = g.cont(merged)?;
+        let merged = if flash_attn {
+            let v_rows = g.permute(v_all, [1, 0, 2, 3])?;
+            g.flash_attn(q, k_all, v_rows, Some(kq_mask), kq_scale)?
+        } else {
+            let kq = g.mul_mat(k_all, q)?;
+            let kq = g.soft_max(kq, Some(kq_mask), kq_scale)?;
+            g.set_name(kq, format!("kq_soft_max-{il}"))?;
+            let kqv = g.mul_mat(v_all, kq)?;
+            g.set_name(kqv, format!("kqv-{il}"))?;
+            let merged = g.permute(kqv, [0, 2, 1, 3])?;
+            g.cont(merged)?
+        };
+        g.set_name(merged, format!("kqv_out-{il}"))?;
         let merged = g.reshape(merged, &[c.n_embd_q(), n])?;
         let [attn_out] = project(&mut g, w, il, ["attn_output"], merged, home)?;
         let ffn_inp = g.add(attn_out, inp_sa)?;

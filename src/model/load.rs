@@ -10,6 +10,7 @@ use super::devices::{open_cpu, open_custom, open_wgpu, BackendChoice, BackendInf
 use super::eval::Evaluator;
 use super::kv_cache::KvCache;
 use super::llama_graph::expected_weights;
+use super::llama_graph::FlashAttn;
 use super::placement::{GpuSplit, LayerPlacement, SplitMode};
 use super::weights::Weights;
 use crate::backend::wgpu::AdapterChoice;
@@ -60,6 +61,9 @@ pub struct LoadOptions {
     /// Bytes of weights and KV cache a model may plan on each device
     /// (default: the device's local memory, where the driver reports it).
     pub device_memory: Option<u64>,
+    /// Attention as one flash-attention op (llama.cpp's `--flash-attn`):
+    /// `Auto` uses it where it is faster (see [`FlashAttn::Auto`]).
+    pub flash_attn: FlashAttn,
     /// Weight-upload progress.
     pub progress: Option<Progress>,
 }
@@ -77,6 +81,7 @@ impl Default for LoadOptions {
             main_gpu: 0,
             tensor_split: Vec::new(),
             device_memory: None,
+            flash_attn: FlashAttn::default(),
             progress: None,
         }
     }
@@ -95,6 +100,7 @@ impl std::fmt::Debug for LoadOptions {
             .field("main_gpu", &self.main_gpu)
             .field("tensor_split", &self.tensor_split)
             .field("device_memory", &self.device_memory)
+            .field("flash_attn", &self.flash_attn)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -179,14 +185,20 @@ fn load_parts(
         )?
     };
     let place = LayerPlacement::new(c.n_layer, opts.n_gpu_layers, c.tied_output, n_gpus, &split);
-    let weights = Weights::plan(file, backends, &|name, rows| place.tensor(name, rows))?;
+    let adjacent = super::llama_graph::joined_weights(c);
+    let weights = Weights::plan(
+        file,
+        backends,
+        &|name, rows| place.tensor(name, rows),
+        &adjacent,
+    )?;
     check_fits(c, &weights, &place, backends, n_ctx, opts.kv_type)?;
     let weights = weights.upload(file, backends, &mut report)?;
     let layer_backends: Vec<&dyn Backend> = (0..c.n_layer)
         .map(|il| backends[place.layer(il)].as_ref())
         .collect();
     let kv = KvCache::new(&layer_backends, n_ctx, c.n_embd_kv(), opts.kv_type)?;
-    let eval = Evaluator::new(backends.clone(), c, &weights, &kv, n_batch)?;
+    let eval = Evaluator::new(backends.clone(), c, &weights, &kv, n_batch, opts.flash_attn)?;
     Ok(Parts {
         weights,
         kv,

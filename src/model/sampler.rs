@@ -1,5 +1,5 @@
 //! Picking the next token from logits: greedy, or llama.cpp's chain
-//! top-k → top-p → temperature → a seeded draw.
+//! top-k → top-p → min-p → temperature → a seeded draw.
 
 use crate::rng::Rng;
 use crate::{Error, Result};
@@ -13,17 +13,21 @@ pub struct SamplerOptions {
     pub top_k: usize,
     /// Keep the most likely tokens whose probabilities add up to `top_p` (1: all).
     pub top_p: f32,
+    /// Keep the tokens at least `min_p` times as likely as the most likely
+    /// one (0: all).
+    pub min_p: f32,
     /// Seed of the random draws: the same seed gives the same tokens.
     pub seed: u64,
 }
 
 impl Default for SamplerOptions {
-    /// llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95.
+    /// llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05.
     fn default() -> Self {
         SamplerOptions {
             temp: 0.8,
             top_k: 40,
             top_p: 0.95,
+            min_p: 0.05,
             seed: 42,
         }
     }
@@ -57,8 +61,15 @@ pub fn argmax(logits: &[f32]) -> Option<usize> {
 }
 
 impl Sampler {
-    /// A sampler; top-p must lie in `(0, 1]` and the temperature be finite.
+    /// A sampler; top-p must lie in `(0, 1]`, min-p in `[0, 1]` and the
+    /// temperature be finite.
     pub fn new(opts: SamplerOptions) -> Result<Sampler> {
+        if !(0.0..=1.0).contains(&opts.min_p) {
+            return Err(Error::invalid(format!(
+                "min-p {} is outside [0, 1]",
+                opts.min_p
+            )));
+        }
         if !(opts.top_p > 0.0 && opts.top_p <= 1.0) {
             return Err(Error::invalid(format!(
                 "top-p {} is outside (0, 1]",
@@ -124,6 +135,13 @@ impl Sampler {
             cand.truncate(keep.max(1));
         }
 
+        if self.opts.min_p > 0.0 {
+            // p_i >= min_p * p_max, in logits (llama.cpp's min-p sampler).
+            let floor = cand[0].1 + self.opts.min_p.ln();
+            let keep = cand.iter().take_while(|c| c.1 >= floor).count();
+            cand.truncate(keep.max(1));
+        }
+
         let probs = softmax(cand.iter().map(|c| c.1), self.opts.temp);
         let r = (self.rng.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         let mut acc = 0.0;
@@ -156,8 +174,34 @@ mod tests {
             temp,
             top_k,
             top_p,
+            min_p: 0.0,
             seed,
         }
+    }
+
+    #[test]
+    fn min_p_keeps_tokens_near_the_most_likely() {
+        // Token 3 is 1/e as likely as token 0; the others e^-10.
+        let logits = [10.0, 0.0, 0.0, 9.0, 0.0];
+        let draw = |min_p: f32| {
+            let mut s = Sampler::new(SamplerOptions {
+                min_p,
+                ..opts(1.0, 0, 1.0, 5)
+            })
+            .unwrap();
+            (0..200)
+                .map(|_| s.sample(&logits).unwrap())
+                .collect::<Vec<_>>()
+        };
+        // min-p 0.3 (< 1/e) keeps 0 and 3; 0.5 keeps only 0.
+        assert!(draw(0.3).iter().all(|&t| t == 0 || t == 3));
+        assert!(draw(0.3).contains(&3));
+        assert!(draw(0.5).iter().all(|&t| t == 0));
+        assert!(Sampler::new(SamplerOptions {
+            min_p: 1.5,
+            ..opts(1.0, 0, 1.0, 1)
+        })
+        .is_err());
     }
 
     #[test]

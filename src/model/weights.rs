@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::placement::Home;
 use crate::backend::{Backend, BufferHandle, BufferUsage};
-use crate::gguf::GgufFile;
+use crate::gguf::{GgufFile, TensorInfo};
 use crate::graph::{Graph, TensorData, TensorId};
 use crate::tensor::Layout;
 use crate::{Error, Result};
@@ -92,6 +92,51 @@ fn round_up(n: usize, align: usize) -> usize {
     n.div_ceil(align) * align
 }
 
+/// A tensor's layout, checked against its size in the file.
+fn checked_layout(info: &TensorInfo) -> Result<Layout> {
+    let layout = Layout::contiguous(info.dtype()?, info.ne)?;
+    if layout.span_bytes() != info.size {
+        return Err(Error::invalid(format!(
+            "tensor '{}': {} bytes in the file, {} expected for {:?} {}",
+            info.name,
+            info.size,
+            layout.span_bytes(),
+            info.shape(),
+            info.type_name()
+        )));
+    }
+    Ok(layout)
+}
+
+/// The group's names and backend when its tensors can be stored as one
+/// matrix: all present, whole on one backend (within its buffer limit),
+/// matrices of one type and row length.
+fn joinable(
+    group: &[String],
+    infos: &HashMap<&str, &TensorInfo>,
+    place: &dyn Fn(&str, usize) -> Home,
+    backends: &[Arc<dyn Backend>],
+    fallback: usize,
+) -> Option<(Vec<String>, usize)> {
+    let members = group
+        .iter()
+        .map(|n| infos.get(n.as_str()).copied())
+        .collect::<Option<Vec<_>>>()?;
+    let first = members.first()?;
+    let b = match place(&first.name, first.ne[1]) {
+        Home::On(b) => b.min(fallback),
+        Home::Rows(_) => return None,
+    };
+    let same = members.iter().all(|i| {
+        matches!(place(&i.name, i.ne[1]), Home::On(x) if x.min(fallback) == b)
+            && i.ggml_type == first.ggml_type
+            && i.ne[0] == first.ne[0]
+            && i.ne[2] * i.ne[3] == 1
+    });
+    let total: usize = members.iter().map(|i| i.size).sum();
+    (same && total <= backends[b].max_buffer_size()).then(|| (group.to_vec(), b))
+}
+
 /// Packs pieces into buffers, one open buffer per backend.
 struct Packer<'a> {
     backends: &'a [Arc<dyn Backend>],
@@ -134,10 +179,16 @@ impl Weights {
     /// piece larger than its backend's buffer limit goes to the last backend
     /// (the CPU) instead. A tensor of a type wginfer does not compute with
     /// is an error naming it.
+    ///
+    /// Each group of `adjacent` names (matrices read by one product, such
+    /// as a layer's q, k and v) whose tensors all stay whole on one backend
+    /// with one type and row length is placed back to back, so that
+    /// [`Weights::joined_input`] can multiply them as one matrix.
     pub fn plan(
         file: &GgufFile,
         backends: &[Arc<dyn Backend>],
         place: &dyn Fn(&str, usize) -> Home,
+        adjacent: &[Vec<String>],
     ) -> Result<Weights> {
         let fallback = backends
             .len()
@@ -148,20 +199,42 @@ impl Weights {
             slots: Vec::new(),
             open: vec![None; backends.len()],
         };
+        let infos: HashMap<&str, &TensorInfo> = file
+            .tensors()
+            .iter()
+            .map(|i| (i.name.as_str(), i))
+            .collect();
         let mut tensors = HashMap::new();
         for info in file.tensors() {
-            let layout = Layout::contiguous(info.dtype()?, info.ne)?;
-            if layout.span_bytes() != info.size {
-                return Err(Error::invalid(format!(
-                    "tensor '{}': {} bytes in the file, {} expected for {:?} {}",
-                    info.name,
-                    info.size,
-                    layout.span_bytes(),
-                    info.shape(),
-                    info.type_name()
-                )));
+            if tensors.contains_key(&info.name) {
+                continue; // placed with its group
             }
-            let pieces = match place(&info.name, info.ne[1]) {
+            let layout = checked_layout(info)?;
+            let home = place(&info.name, info.ne[1]);
+            let group = adjacent
+                .iter()
+                .find(|g| g.contains(&info.name))
+                .and_then(|g| joinable(g, &infos, place, backends, fallback));
+            if let Some((names, b)) = group {
+                let layouts = names
+                    .iter()
+                    .map(|n| checked_layout(infos[n.as_str()]))
+                    .collect::<Result<Vec<_>>>()?;
+                let total = layouts.iter().map(|l| l.span_bytes()).sum();
+                let (buffer, mut offset) = packer.place(&names[0], b, total)?;
+                for (name, layout) in names.iter().zip(layouts) {
+                    let part = WeightPart {
+                        buffer,
+                        offset,
+                        rows: 0..layout.ne[1],
+                    };
+                    offset += layout.span_bytes();
+                    let parts = vec![part];
+                    tensors.insert(name.clone(), Weight { layout, parts });
+                }
+                continue;
+            }
+            let pieces = match home {
                 Home::On(b) => vec![(b, 0..info.ne[1])],
                 Home::Rows(_) if info.ne[2] * info.ne[3] != 1 => {
                     return Err(Error::invalid(format!(
@@ -271,7 +344,7 @@ impl Weights {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Weights> {
         let backends = [backend];
-        Weights::plan(file, &backends, &|_, _| Home::On(0))?.upload(file, &backends, progress)
+        Weights::plan(file, &backends, &|_, _| Home::On(0), &[])?.upload(file, &backends, progress)
     }
 
     fn buffer(&self, part: &WeightPart) -> Result<&BufferHandle> {
@@ -337,6 +410,48 @@ impl Weights {
                 "tensor '{name}' is split by rows; its parts are separate tensors"
             ))),
         }
+    }
+
+    /// The tensors `names`, planned back to back (see [`Weights::plan`]), as
+    /// one input whose rows are theirs in order, bound like
+    /// [`Weights::input`]; `None` when they are not stored that way.
+    pub fn joined_input(&self, g: &mut Graph, names: &[&str]) -> Result<Option<TensorId>> {
+        let weights = names
+            .iter()
+            .map(|n| self.get(n))
+            .collect::<Result<Vec<_>>>()?;
+        let Some(first) = weights.first() else {
+            return Ok(None);
+        };
+        let (mut rows, mut end) = (0, None);
+        for w in &weights {
+            let [part] = &w.parts[..] else {
+                return Ok(None);
+            };
+            let follows = end.is_none_or(|(buffer, at)| part.buffer == buffer && part.offset == at);
+            let fits = w.layout.dtype == first.layout.dtype
+                && w.layout.ne[0] == first.layout.ne[0]
+                && w.layout.ne[2] * w.layout.ne[3] == 1;
+            if !follows || !fits {
+                return Ok(None);
+            }
+            rows += w.layout.ne[1];
+            end = Some((part.buffer, part.offset + w.layout.span_bytes()));
+        }
+        let id = g.input(
+            &names.join("+"),
+            first.layout.dtype,
+            &[first.layout.ne[0], rows],
+        )?;
+        let part = &first.parts[0];
+        if let Some(buffer) = self.buffers.get(part.buffer) {
+            let data = TensorData {
+                buffer: buffer.clone(),
+                offset: part.offset,
+            };
+            g.bind(id, data)?;
+        }
+        Ok(Some(id))
     }
 
     /// Adds each part of `name` to `g` as an input (one for a whole tensor),
@@ -420,7 +535,7 @@ mod tests {
             .unwrap(); // q5_K
         let path = write("bad", &mut w);
         let file = GgufFile::open(&path).unwrap();
-        let e = Weights::plan(&file, &[cpu], &|_, _| Home::On(0))
+        let e = Weights::plan(&file, &[cpu], &|_, _| Home::On(0), &[])
             .unwrap_err()
             .to_string();
         assert!(e.contains("tensor 'blk.0.odd' has type q5_K"), "{e}");
@@ -440,7 +555,7 @@ mod tests {
         let path = write("rows", &mut w);
         let file = GgufFile::open(&path).unwrap();
         let place = |_: &str, rows: usize| Home::Rows(vec![(1, 0..4), (0, 4..rows)]);
-        let weights = Weights::plan(&file, &backends, &place)
+        let weights = Weights::plan(&file, &backends, &place, &[])
             .unwrap()
             .upload(&file, &backends, &mut |_, _| {})
             .unwrap();
@@ -462,6 +577,46 @@ mod tests {
             "a split weight has parts"
         );
         assert_eq!(weights.parts(&mut g, "m").unwrap().len(), 2);
+        drop(file);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn adjacent_groups_are_joined_into_one_matrix() {
+        let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1));
+        let rows = |n: usize, at: u8| -> Vec<u8> { (0..4 * 3 * n).map(|i| at + i as u8).collect() };
+        let (q, k, v, odd) = (rows(4, 0), rows(2, 50), rows(2, 100), vec![0u8; 6]);
+        let mut w = GgufWriter::new();
+        // File order k, odd, v, q: the group is placed together anyway.
+        w.add_tensor("k", DType::F32, &[3, 2], k.clone()).unwrap();
+        w.add_tensor("odd", DType::F16, &[3], odd).unwrap();
+        w.add_tensor("v", DType::F32, &[3, 2], v.clone()).unwrap();
+        w.add_tensor("q", DType::F32, &[3, 4], q.clone()).unwrap();
+        let path = write("joined", &mut w);
+        let file = GgufFile::open(&path).unwrap();
+        let group = vec!["q".to_string(), "k".to_string(), "v".to_string()];
+        let unjoinable = vec!["q".to_string(), "odd".to_string()];
+        let backends = [cpu.clone()];
+        let weights = Weights::plan(&file, &backends, &|_, _| Home::On(0), &[group, unjoinable])
+            .unwrap()
+            .upload(&file, &backends, &mut |_, _| {})
+            .unwrap();
+        let mut g = Graph::new();
+        let qkv = weights
+            .joined_input(&mut g, &["q", "k", "v"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(g.layout(qkv).ne, [3, 8, 1, 1]);
+        let data = g.data(qkv).unwrap();
+        let mut out = vec![0u8; q.len() + k.len() + v.len()];
+        cpu.read_buffer(&data.buffer, data.offset, &mut out)
+            .unwrap();
+        assert_eq!(out, [q, k, v].concat());
+        assert!(weights
+            .joined_input(&mut g, &["q", "odd"])
+            .unwrap()
+            .is_none());
+        assert!(weights.joined_input(&mut g, &["k", "q"]).unwrap().is_none());
         drop(file);
         let _ = std::fs::remove_file(path);
     }

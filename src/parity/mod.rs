@@ -75,6 +75,11 @@ impl CaseBuilder {
         Ok(id)
     }
 
+    /// Writes `values` into the input `id` when the case is prepared.
+    pub fn push_f32(&mut self, id: TensorId, values: Vec<f32>) {
+        self.inputs.push((id, Fill::F32(values)));
+    }
+
     /// An i32 input of `n` distinct values in `0..below` (`n <= below`), in
     /// random order: rows for set_rows, where repeats would race.
     pub fn distinct_indices(&mut self, n: usize, below: usize) -> Result<TensorId> {

@@ -145,9 +145,9 @@ fn dest_helpers(out: &mut String, binding: usize, t: DType) {
     }
 }
 
-/// Binding names of a kernel's sources; a third source (a fused residual)
-/// is addressed with the destination's strides, so it has no `Params` entry.
-const SOURCE_NAMES: [&str; 3] = ["a", "b", "c"];
+/// Binding names of a kernel's sources (`d` is the destination); `Params`
+/// describes `a` and `b`, kernels with more sources address them from words.
+const SOURCE_NAMES: [&str; 4] = ["a", "b", "c", "e"];
 
 fn compose(key: &KernelKey, dev: &Device) -> String {
     let mut s = String::from(COMMON);

@@ -63,6 +63,12 @@ pub struct WgpuOptions {
     /// Bytes a model may plan to fill on this device (default: its local
     /// memory, where the graphics API reports it).
     pub memory_limit: Option<u64>,
+    /// Whether a mat-vec computes its activations from the nodes before it
+    /// as it loads them (norm x weight, silu x up). Each workgroup redoes
+    /// that work for its rows: free on a GPU, where it saves dispatches,
+    /// but a CPU-type adapter (lavapipe) pays for it, so the default
+    /// (`None`) folds on every adapter that is not a CPU.
+    pub fold_activations: Option<bool>,
 }
 
 /// An open device and its helpers, shared by the backend's parts.
@@ -77,6 +83,9 @@ pub(crate) struct Device {
     /// Whether node pairs may run as one dispatch (`WGINFER_FUSION=0` turns
     /// it off, to compare or to rule fusion out when chasing a bug).
     fuse: bool,
+    /// Whether mat-vecs fold the nodes that compute their activations
+    /// (see [`WgpuOptions::fold_activations`]); only when `fuse` is on.
+    fold_activations: bool,
 }
 
 impl Device {
@@ -153,6 +162,9 @@ impl WgpuBackend {
             _ => Reduction::Workgroup,
         };
         let immediates = gpu.has_immediates(params::PARAMS_SIZE) && !options.uniform_params;
+        let fold_activations = options
+            .fold_activations
+            .unwrap_or(gpu.summary.device_type != "Cpu");
         log::info!(
             "wgpu: {} using {reduction:?} reductions, parameters as {}",
             gpu.summary.name,
@@ -168,6 +180,7 @@ impl WgpuBackend {
                 reduction,
                 immediates,
                 fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
+                fold_activations,
             },
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             transfers: buffer::Transfers::new(),

@@ -1,6 +1,6 @@
 //! Node pairs that the wgpu backend computes in one dispatch (norm × weight,
 //! causal mask + soft_max, silu × up, rope into a cache by copy or by rows,
-//! mat-vec + residual),
+//! mat-vec + residual, norm × weight folded into a mat-vec),
 //! each also in a form where the first node has a second reader, so it must
 //! not be fused away.
 
@@ -99,6 +99,72 @@ pub fn cases() -> Result<Vec<Case>> {
             }
             let name = format!("ROPE_SET_ROWS(type_cache={cache_type}{twice})");
             cases.push(b.case("fused", name, out, NMSE_DEFAULT));
+        }
+        // A norm times its weight, then a projection of the result, as the
+        // q/k/v and gate/up projections: one mat-vec normalising as it loads.
+        for (rms, weight_type, type_a, k, m, n) in [
+            (true, DType::F32, DType::Q4_1, 576, 67, 1),
+            (true, DType::F32, DType::Q4_0, 1024, 96, 2),
+            (true, DType::F16, DType::Q8_0, 256, 33, 3),
+            (false, DType::F32, DType::Q6K, 512, 20, 1),
+            (false, DType::F16, DType::F16, 100, 9, 4),
+            (true, DType::F32, DType::F32, 64, 16, 8),
+        ] {
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let x = b.uniform(DType::F32, &[k, n], -4.0, 4.0)?;
+            let nw = b.uniform(weight_type, &[k], 0.5, 1.5)?;
+            let w = b.uniform(type_a, &[k, m], -1.0, 1.0)?;
+            let y = if rms {
+                b.g.rms_norm(x, 1e-5)?
+            } else {
+                b.g.norm(x, 1e-5)?
+            };
+            let scaled = b.g.mul(y, nw)?;
+            let mut out = b.g.mul_mat(w, scaled)?;
+            if read_twice {
+                let again = b.g.mul_mat(w, y)?;
+                out = b.g.add(out, again)?;
+            }
+            let op = if rms {
+                "RMS_NORM_MUL_MAT"
+            } else {
+                "NORM_MUL_MAT"
+            };
+            let name =
+                format!("{op}(type_w={weight_type},type_a={type_a},m={m},n={n},k={k}{twice})");
+            cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
+        }
+        // silu(gate) * up of a joined gate/up product, projected (and added
+        // to the residual stream), as ffn_down: one mat-vec.
+        for (type_a, ff, m, n, residual) in [
+            (DType::Q4_1, 1536, 64, 1, true),
+            (DType::Q4_0, 512, 33, 2, false),
+            (DType::Q6K, 256, 20, 3, true),
+            (DType::F16, 96, 9, 1, false),
+        ] {
+            let residual = residual && !read_twice;
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let gate_up = b.uniform(DType::F32, &[2 * ff, n], -4.0, 4.0)?;
+            let w = b.uniform(type_a, &[ff, m], -1.0, 1.0)?;
+            let row = b.g.layout(gate_up).nb[1];
+            let gate = b.g.view(gate_up, &[ff, n], &[row], 0)?;
+            let up = b.g.view(gate_up, &[ff, n], &[row], ff * 4)?;
+            let act = b.g.silu(gate)?;
+            let prod = b.g.mul(act, up)?;
+            let mut out = b.g.mul_mat(w, prod)?;
+            if residual {
+                let stream = b.uniform(DType::F32, &[m, n], -2.0, 2.0)?;
+                out = b.g.add(out, stream)?;
+            }
+            if read_twice {
+                let again = b.g.mul_mat(w, act)?;
+                out = b.g.add(out, again)?;
+            }
+            let name = format!(
+                "SILU_MUL_MUL_MAT(type_a={type_a},m={m},n={n},k={ff},residual={}{twice})",
+                u8::from(residual)
+            );
+            cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
         }
         // A projection plus the residual stream, as attn_output and ffn_down.
         for (type_a, k, m, n) in [

@@ -2,6 +2,7 @@
 //! types wginfer supports (see refs/backend_ops_cases.md).
 
 mod elementwise;
+mod flash_attn;
 mod fused;
 mod get_rows;
 mod mul_mat;
@@ -25,6 +26,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
         set_rows::cases,
         mul_mat::cases,
         fused::cases,
+        flash_attn::cases,
     ] {
         all.extend(family()?);
     }

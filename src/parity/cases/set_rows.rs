@@ -1,7 +1,7 @@
 //! set_rows cases (llama.cpp's SET_ROWS, f32/f16 into f32/f16): rows of
 //! several lengths into a taller destination, the source as a 3-D tensor
-//! read as rows (a K cache store) and rows of one value (a transposed V
-//! cache store). Indices are distinct: repeated ones would race on a GPU.
+//! read as rows (a K cache store), rows of one value (a transposed V cache
+//! store), and a strided source (V as a view of a joined product). Indices are distinct: repeated ones would race on a GPU.
 
 use crate::parity::{Case, CaseBuilder, NMSE_DEFAULT};
 use crate::{DType, Result};
@@ -27,6 +27,17 @@ pub fn cases() -> Result<Vec<Case>> {
                 );
                 cases.push(b.case("set_rows", name, out, NMSE_DEFAULT));
             }
+            // The source a strided view: V of a joined q/k/v product.
+            let mut b = CaseBuilder::new(cases.len() as u64 + 2100);
+            let dst = b.uniform(dst_type, &[1, 200], -1.0, 1.0)?;
+            let qkv = b.uniform(src_type, &[40, 3], -2.0, 2.0)?;
+            let row = b.g.layout(qkv).nb[1];
+            let v =
+                b.g.view(qkv, &[16, 3], &[row], 24 * src_type.block_bytes())?;
+            let idx = b.distinct_indices(48, 200)?;
+            let out = b.g.set_rows(dst, v, idx)?;
+            let name = format!("SET_ROWS(type_src={src_type},type_dst={dst_type},strided)");
+            cases.push(b.case("set_rows", name, out, NMSE_DEFAULT));
         }
     }
     Ok(cases)

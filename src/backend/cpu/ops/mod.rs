@@ -1,6 +1,7 @@
 //! One function per op; each returns the node's values in logical order.
 
 mod elementwise;
+mod flash_attn;
 mod get_rows;
 mod mul_mat;
 mod norm;
@@ -37,6 +38,9 @@ pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
         Op::Rope(p) => rope::rope(s(0)?, s(1)?, &p),
         Op::Cpy => s(0)?.to_f32(),
         Op::SetRows => Err(Error::invalid("set_rows writes its rows in place")),
+        Op::FlashAttn { scale } => {
+            flash_attn::flash_attn(s(0)?, s(1)?, s(2)?, src.get(3).copied(), scale, threads)
+        }
     }
 }
 

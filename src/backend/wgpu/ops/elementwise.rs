@@ -57,7 +57,8 @@ fn unary_defs(op: Op) -> Option<(&'static str, &'static str, u32)> {
         | Op::MulMat
         | Op::GetRows
         | Op::Rope(_)
-        | Op::SetRows => return None,
+        | Op::SetRows
+        | Op::FlashAttn { .. } => return None,
     })
 }
 
@@ -82,7 +83,8 @@ fn binary_defs(op: Op) -> Option<(&'static str, &'static str)> {
         | Op::MulMat
         | Op::GetRows
         | Op::Rope(_)
-        | Op::SetRows => return None,
+        | Op::SetRows
+        | Op::FlashAttn { .. } => return None,
     })
 }
 

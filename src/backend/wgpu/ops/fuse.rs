@@ -12,7 +12,12 @@
 //! - `rope` then a `set_rows` at the rope's positions (the store into the K
 //!   cache): rope writes each token's heads into its cache row;
 //! - a mat-vec `mul_mat` then the `add` of a residual (the attention output
-//!   and FFN down projections): the mat-vec kernel adds as it stores.
+//!   and FFN down projections): the mat-vec kernel adds as it stores;
+//! - and one triple: `norm` or `rms_norm`, the `mul` by its weight, and the
+//!   mat-vec reading the product: the mat-vec normalises its activations as
+//!   it loads them ([`norm_into_mat_vec`]); likewise `silu`, the `mul` by up
+//!   and the mat-vec of the product, with the residual add after it when
+//!   that fits ([`silu_mul_into_mat_vec`]).
 //!
 //! Each computes what the pair does, operation for operation.
 
@@ -30,6 +35,56 @@ pub enum Fusion {
     RopeCpy,
     RopeSetRows,
     MulMatAdd,
+}
+
+/// Whether `norm`, the `mul` by its weight and the mat-vec `mm` reading
+/// the product run as one mat-vec that normalises its activations as it
+/// loads them (the q/k/v and gate/up projections after their norms): the
+/// norm and the product each have that one reader.
+pub fn norm_into_mat_vec(
+    dev: &Device,
+    graph: &Graph,
+    norm: TensorId,
+    mul: TensorId,
+    mm: TensorId,
+    readers: &mut impl FnMut(TensorId) -> u32,
+) -> bool {
+    let ops = (graph.node(norm).op, graph.node(mul).op, graph.node(mm).op);
+    let shape = matches!(
+        ops,
+        (Op::RmsNorm { .. } | Op::Norm { .. }, Op::Mul, Op::MulMat)
+    );
+    shape
+        && [norm, mul]
+            .iter()
+            .all(|&t| !graph.node(t).is_output && graph.node(t).view_of.is_none())
+        && mul_mat::norm_fits(dev, graph, norm, mul, mm)
+        && [norm, mul, mm].iter().all(|&t| supports(dev, graph, t))
+        && readers(norm) == 1
+        && readers(mul) == 1
+}
+
+/// Whether `silu` (of a gate), the `mul` by up and the mat-vec `mm` reading
+/// the product run as one mat-vec that computes `silu(gate) * up` as it
+/// loads its activations (the FFN down projection); the silu and the
+/// product each have that one reader.
+pub fn silu_mul_into_mat_vec(
+    dev: &Device,
+    graph: &Graph,
+    silu: TensorId,
+    mul: TensorId,
+    mm: TensorId,
+    readers: &mut impl FnMut(TensorId) -> u32,
+) -> bool {
+    let ops = (graph.node(silu).op, graph.node(mul).op, graph.node(mm).op);
+    matches!(ops, (Op::Silu, Op::Mul, Op::MulMat))
+        && [silu, mul]
+            .iter()
+            .all(|&t| !graph.node(t).is_output && graph.node(t).view_of.is_none())
+        && mul_mat::silu_mul_fits(dev, graph, silu, mul, mm)
+        && [silu, mul, mm].iter().all(|&t| supports(dev, graph, t))
+        && readers(silu) == 1
+        && readers(mul) == 1
 }
 
 /// The fusion of `first` into `second`, if they form one. `readers` counts

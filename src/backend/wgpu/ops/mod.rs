@@ -2,6 +2,7 @@
 //! dispatch sizes. Each returns the dispatches a node needs (none for views).
 
 mod elementwise;
+mod flash_attn;
 mod fuse;
 mod get_rows;
 mod mul_mat;
@@ -43,6 +44,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         Op::GetRows => get_rows::supports(graph, id),
         Op::Rope(_) => rope::supports(graph, id),
         Op::SetRows => set_rows::supports(graph, id),
+        Op::FlashAttn { .. } => flash_attn::supports(graph, id),
     }
 }
 
@@ -56,33 +58,62 @@ pub fn encode_all(
 ) -> Result<Vec<Dispatch>> {
     let mut readers: Option<Vec<u32>> = None;
     let mut out = Vec::with_capacity(nodes.len());
-    let mut fused_into = None;
+    // Nodes already computed by an earlier fused dispatch.
+    let mut fused_away: [Option<TensorId>; 3] = [None; 3];
     for (i, &id) in nodes.iter().enumerate() {
-        if fused_into == Some(id) {
+        if fused_away.contains(&Some(id)) {
             continue;
         }
-        // The next node that computes something: views and inputs between
-        // the two dispatch nothing, so the pair may still run as one (a view
-        // of the first node counts as a reader and prevents that).
-        let next = nodes[i + 1..]
+        // The next nodes that compute something: views and inputs between
+        // them dispatch nothing, so they may still run as one (a view of a
+        // fused node counts as its reader and prevents that).
+        let mut computing = nodes[i + 1..]
             .iter()
             .copied()
-            .find(|&n| !graph.node(n).op.is_passive());
-        let fusion = next.filter(|_| dev.fuse).and_then(|next| {
-            fuse::find(dev, graph, id, next, || {
-                readers.get_or_insert_with(|| graph.reader_counts())[id.0]
-            })
-        });
+            .filter(|&n| !graph.node(n).op.is_passive());
+        let (next, after, third) = (computing.next(), computing.next(), computing.next());
+        let mut readers_of =
+            |t: TensorId| readers.get_or_insert_with(|| graph.reader_counts())[t.0];
+        let encoder = |node| OpEncoder {
+            device: dev,
+            graph,
+            id: node,
+            buffer_of,
+        };
+        if let (true, Some(mul), Some(mm)) = (dev.fuse && dev.fold_activations, next, after) {
+            if fuse::norm_into_mat_vec(dev, graph, id, mul, mm, &mut readers_of) {
+                out.extend(mul_mat::encode_normed(&encoder(mm), id, mul)?);
+                fused_away = [Some(mul), Some(mm), None];
+                continue;
+            }
+            if fuse::silu_mul_into_mat_vec(dev, graph, id, mul, mm, &mut readers_of) {
+                // With the residual add after it, when that fits too.
+                let add = third.filter(|&add| {
+                    fuse::find(dev, graph, mm, add, || readers_of(mm))
+                        == Some(fuse::Fusion::MulMatAdd)
+                });
+                let (dst, residual) = match add {
+                    Some(add) => (add, Some(graph.node(add).src[1])),
+                    None => (mm, None),
+                };
+                out.extend(mul_mat::encode_silu_mul(
+                    &encoder(dst),
+                    id,
+                    mul,
+                    mm,
+                    residual,
+                )?);
+                fused_away = [Some(mul), Some(mm), add];
+                continue;
+            }
+        }
+        let fusion = next
+            .filter(|_| dev.fuse)
+            .and_then(|next| fuse::find(dev, graph, id, next, || readers_of(id)));
         match (fusion, next) {
             (Some(f), Some(next)) => {
-                let enc = OpEncoder {
-                    device: dev,
-                    graph,
-                    id: next,
-                    buffer_of,
-                };
-                out.extend(fuse::encode(&enc, f, id)?);
-                fused_into = Some(next);
+                out.extend(fuse::encode(&encoder(next), f, id)?);
+                fused_away = [Some(next), None, None];
             }
             _ => out.extend(encode(dev, graph, id, buffer_of)?),
         }
@@ -127,6 +158,7 @@ pub fn encode(
         Op::GetRows => get_rows::encode(&enc),
         Op::Rope(_) => rope::encode(&enc),
         Op::SetRows => set_rows::encode(&enc),
+        Op::FlashAttn { .. } => flash_attn::encode(&enc),
     }
 }
 

@@ -16,7 +16,7 @@
 use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::backend::wgpu::Device;
-use crate::graph::{Graph, TensorId};
+use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
 
 const QUANT: &str = include_str!("../../../../wgsl/quant.wgsl");
@@ -26,26 +26,104 @@ const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
 const STORE_SUM: &str = "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n";
 const STORE_SUM_PLUS_C: &str =
     "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n";
-/// The mat-vec kernel for 1, 2 and 4 columns per workgroup, storing sums
-/// (`VEC_COLS[i].1`) or sums plus a residual (`VEC_COLS[i].2`).
-type Body = &'static [&'static str];
-const VEC_COLS: [(usize, Body, Body); 3] = [
+/// The mat-vec kernel's activations: as they are, or normalised and scaled
+/// by a weight `c` (a fused norm x weight; `wgsl/mul_mat_vec_norm.wgsl`).
+const X_AS_IS: &str =
+    "fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> { return vec2<f32>(0.0, 1.0); }\n\
+    fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 { return load_b(byte); }\n";
+/// `silu(gate) * up` with gate in `b` and up `p.y.z` bytes further in the
+/// same binding (a fused silu x up of a joined gate/up product), in the
+/// binary kernel's order.
+const X_SILU_MUL: &str =
+    "fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> { return vec2<f32>(0.0, 1.0); }\n\
+    fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {\n\
+    \x20   let g = load_b(byte);\n\
+    \x20   return g / (1.0 + exp(-g)) * load_b(byte + p.y.z);\n}\n";
+const X_NORMED: &str = include_str!("../../../../wgsl/mul_mat_vec_norm.wgsl");
+
+/// A fused prologue: which norm, and the byte size of its weight's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prologue {
+    /// The activations as they are.
+    None,
+    /// norm (`center`) or rms_norm, times a weight of f32 (4) or f16 (2).
+    Norm { center: bool, weight_bytes: usize },
+    /// silu of the gate, times up.
+    SiluMul,
+}
+
+impl Prologue {
+    fn index(self) -> usize {
+        match self {
+            Prologue::None => 0,
+            Prologue::Norm {
+                center,
+                weight_bytes,
+            } => 1 + usize::from(center) * 2 + usize::from(weight_bytes == 2),
+            Prologue::SiluMul => 5,
+        }
+    }
+}
+
+/// The constants and functions of each [`Prologue`], by [`Prologue::index`].
+const PROLOGUES: [(&str, &str); 6] = [
+    ("", X_AS_IS),
     (
-        1,
-        &[QUANT, "const COLS: u32 = 1u;\n", STORE_SUM, VEC_BODY],
-        &[QUANT, "const COLS: u32 = 1u;\n", STORE_SUM_PLUS_C, VEC_BODY],
+        "const CENTER: bool = false;\nconst W_ES: u32 = 4u;\n",
+        X_NORMED,
     ),
     (
-        2,
-        &[QUANT, "const COLS: u32 = 2u;\n", STORE_SUM, VEC_BODY],
-        &[QUANT, "const COLS: u32 = 2u;\n", STORE_SUM_PLUS_C, VEC_BODY],
+        "const CENTER: bool = false;\nconst W_ES: u32 = 2u;\n",
+        X_NORMED,
     ),
     (
-        4,
-        &[QUANT, "const COLS: u32 = 4u;\n", STORE_SUM, VEC_BODY],
-        &[QUANT, "const COLS: u32 = 4u;\n", STORE_SUM_PLUS_C, VEC_BODY],
+        "const CENTER: bool = true;\nconst W_ES: u32 = 4u;\n",
+        X_NORMED,
     ),
+    (
+        "const CENTER: bool = true;\nconst W_ES: u32 = 2u;\n",
+        X_NORMED,
+    ),
+    ("", X_SILU_MUL),
 ];
+/// Columns per workgroup of the mat-vec kernel's variants.
+const VEC_COLS: [usize; 3] = [1, 2, 4];
+const COLS_CONST: [&str; 3] = [
+    "const COLS: u32 = 1u;\n",
+    "const COLS: u32 = 2u;\n",
+    "const COLS: u32 = 4u;\n",
+];
+
+type Body = [&'static str; 6];
+
+const fn vec_body(cols: usize, residual: bool, prologue: usize) -> Body {
+    let store = if residual {
+        STORE_SUM_PLUS_C
+    } else {
+        STORE_SUM
+    };
+    let (consts, x) = PROLOGUES[prologue];
+    [QUANT, COLS_CONST[cols], store, consts, x, VEC_BODY]
+}
+
+const fn bodies_for(cols: usize, residual: bool) -> [Body; 6] {
+    [
+        vec_body(cols, residual, 0),
+        vec_body(cols, residual, 1),
+        vec_body(cols, residual, 2),
+        vec_body(cols, residual, 3),
+        vec_body(cols, residual, 4),
+        vec_body(cols, residual, 5),
+    ]
+}
+
+/// Every mat-vec variant: `[cols][residual][prologue]`.
+static VEC_BODIES: [[[Body; 6]; 2]; 3] = [
+    [bodies_for(0, false), bodies_for(0, true)],
+    [bodies_for(1, false), bodies_for(1, true)],
+    [bodies_for(2, false), bodies_for(2, true)],
+];
+
 /// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
 const MM: &[&str] = &[QUANT, include_str!("../../../../wgsl/mul_mm.wgsl")];
@@ -162,11 +240,11 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
         Kind::Tiled
     } else {
         // The widest column group that n fills at least once.
-        Kind::Vec(VEC_COLS.iter().rposition(|&(c, _, _)| c <= n)?)
+        Kind::Vec(VEC_COLS.iter().rposition(|&c| c <= n)?)
     };
     let (gm, gn) = match kind {
         Kind::Tiled => (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE)),
-        Kind::Vec(i) => (m.div_ceil(VEC_ROWS), n.div_ceil(VEC_COLS[i].0)),
+        Kind::Vec(i) => (m.div_ceil(VEC_ROWS), n.div_ceil(VEC_COLS[i])),
     };
     let count = gm.checked_mul(gn)?.checked_mul(b2)?.checked_mul(b3)?;
     let words = [u32::try_from(gm).ok()?, u32::try_from(gn).ok()?, r2, r3];
@@ -204,8 +282,88 @@ pub fn residual_fits(dev: &Device, graph: &Graph, mm: TensorId, add: TensorId) -
         && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
 }
 
+/// Most activation values a folded mat-vec may load beyond its own (each
+/// workgroup of four rows recomputes its columns' activations): up to here
+/// a saved dispatch is worth more than the repeated loads (an H200 decodes
+/// the 135M shape, whose largest fold loads 2^19, 3% faster with folds; the
+/// 8B shape, at 2^23 to 2^25, 11% slower).
+const FOLD_MAX_LOADS: usize = 1 << 22;
+
+/// Whether the activations of the mat-vec `mm` are cheap enough to
+/// recompute in each of its workgroups.
+fn fold_is_cheap(graph: &Graph, mm: TensorId) -> bool {
+    let [k, m, _, _] = graph.layout(graph.node(mm).src[0]).ne;
+    m.div_ceil(VEC_ROWS).saturating_mul(k) <= FOLD_MAX_LOADS
+}
+
+/// Whether `norm` (norm or rms_norm of a row-major f32 `x`), times the 1-D
+/// weight in `mul`, can be folded into the mat-vec `mm` that reads the
+/// product as its activations: each workgroup normalises its columns as it
+/// loads them.
+pub fn norm_fits(dev: &Device, graph: &Graph, norm: TensorId, mul: TensorId, mm: TensorId) -> bool {
+    let (n, w, p) = (graph.node(norm), graph.node(mul), graph.node(mm));
+    let weight = graph.layout(w.src[1]);
+    let x = graph.layout(n.src[0]);
+    w.src[0] == norm
+        && p.src[1] == mul
+        && p.src[0] != mul
+        && matches!(weight.dtype, DType::F32 | DType::F16)
+        && weight.ne == [x.ne[0], 1, 1, 1]
+        && x.dtype == DType::F32
+        && x.ne == graph.layout(mul).ne
+        && fold_is_cheap(graph, mm)
+        && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
+}
+
+/// Whether `silu` of a gate, the `mul` by up and the mat-vec `mm` reading
+/// the product can run as one mat-vec that computes `silu(gate) * up` as it
+/// loads its activations: gate and up are f32 views of one buffer with the
+/// same shape and strides (the halves of a joined gate/up product).
+pub fn silu_mul_fits(
+    dev: &Device,
+    graph: &Graph,
+    silu: TensorId,
+    mul: TensorId,
+    mm: TensorId,
+) -> bool {
+    let (s, m, p) = (graph.node(silu), graph.node(mul), graph.node(mm));
+    let (gate, up) = (s.src[0], m.src[1]);
+    let (lg, lu) = (graph.layout(gate), graph.layout(up));
+    // One buffer, bound whole, so the kernel reaches up from gate's binding.
+    let same_buffer = match (graph.data(gate), graph.data(up)) {
+        (Ok(g), Ok(u)) => {
+            std::sync::Arc::ptr_eq(&g.buffer, &u.buffer)
+                && g.buffer.size() as u64 <= dev.gpu.limits.max_storage_buffer_binding_size / 4 * 4
+        }
+        _ => false,
+    };
+    m.src[0] == silu
+        && p.src[1] == mul
+        && p.src[0] != mul
+        && lg.dtype == DType::F32
+        && lu.dtype == DType::F32
+        && lg.ne == lu.ne
+        && lg.nb == lu.nb
+        && same_buffer
+        && fold_is_cheap(graph, mm)
+        && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
+}
+
 pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
-    encode_product(enc, enc.id, None)
+    encode_product(enc, enc.id, None, None)
+}
+
+/// `enc`'s node: the mat-vec `mm` of `silu(gate) * up` (the silu node
+/// `silu`, the mul `mul`), plus `residual` when given, in one dispatch;
+/// see [`silu_mul_fits`].
+pub fn encode_silu_mul(
+    enc: &OpEncoder,
+    silu: TensorId,
+    mul: TensorId,
+    mm: TensorId,
+    residual: Option<TensorId>,
+) -> Result<Vec<Dispatch>> {
+    encode_product(enc, mm, residual, Some(Activation::SiluMul(silu, mul)))
 }
 
 /// The product `mm` plus `residual` into `enc`'s node (an `add`), in one
@@ -215,17 +373,40 @@ pub fn encode_plus_residual(
     mm: TensorId,
     residual: TensorId,
 ) -> Result<Vec<Dispatch>> {
-    encode_product(enc, mm, Some(residual))
+    encode_product(enc, mm, Some(residual), None)
+}
+
+/// `enc`'s node, a mat-vec of `norm(x) * weight` (the norm node `norm` and
+/// the mul `mul`), computed from `x` in one dispatch; see [`norm_fits`].
+pub fn encode_normed(enc: &OpEncoder, norm: TensorId, mul: TensorId) -> Result<Vec<Dispatch>> {
+    encode_product(enc, enc.id, None, Some(Activation::Norm(norm, mul)))
+}
+
+/// Nodes before a mat-vec that it computes as it loads its activations.
+#[derive(Clone, Copy)]
+enum Activation {
+    /// A norm node and the mul by its weight.
+    Norm(TensorId, TensorId),
+    /// A silu node (of the gate) and the mul by up.
+    SiluMul(TensorId, TensorId),
 }
 
 /// The product of node `mm`'s sources stored into `enc`'s node, plus
-/// `residual` when given.
+/// `residual` when given; with `activation`, the activations are computed
+/// on load from the inputs of the nodes it names.
 fn encode_product(
     enc: &OpEncoder,
     mm: TensorId,
     residual: Option<TensorId>,
+    activation: Option<Activation>,
 ) -> Result<Vec<Dispatch>> {
-    let (a, b) = (enc.graph.node(mm).src[0], enc.graph.node(mm).src[1]);
+    let a = enc.graph.node(mm).src[0];
+    let b = match activation {
+        Some(Activation::Norm(first, _) | Activation::SiluMul(first, _)) => {
+            enc.graph.node(first).src[0]
+        }
+        None => enc.graph.node(mm).src[1],
+    };
     let dtype = enc.graph.layout(a).dtype;
     let (Some(defs), Some((kind, count, words))) = (defs(dtype), plan(enc.device, enc.graph, mm))
     else {
@@ -236,33 +417,65 @@ fn encode_product(
     let (mut bindings, mut params) = enc.bind_all(&[a, b])?;
     params.x = words;
     let mut srcs = vec![a, b];
+    let mut prologue = Prologue::None;
+    // A third source (residual or norm weight) binds before the destination.
     if let Some(r) = residual {
         let (binding, at) = enc.bind(r)?;
-        // Sources come before the destination in binding order.
         bindings.insert(2, binding);
         params.y = [at.offset, 0, 0, 0];
         srcs.push(r);
     }
-    let key = match (kind, residual) {
-        (Kind::Tiled, None) => key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG),
-        (Kind::Tiled, Some(_)) => {
+    if let Some(Activation::SiluMul(_, mul)) = activation {
+        let (gate, up) = (
+            enc.graph.data(b)?,
+            enc.graph.data(enc.graph.node(mul).src[1])?,
+        );
+        // The up value's distance from the gate's, in the shared binding
+        // (wrapping: u32 arithmetic in the kernel wraps the same way).
+        params.y[2] = (up.offset as u64).wrapping_sub(gate.offset as u64) as u32;
+        prologue = Prologue::SiluMul;
+    } else if let Some(Activation::Norm(norm, mul)) = activation {
+        let (center, eps) = match enc.graph.node(norm).op {
+            Op::Norm { eps } => (true, eps),
+            Op::RmsNorm { eps } => (false, eps),
+            other => {
+                return Err(enc
+                    .device
+                    .error(format!("a mat-vec cannot fold {}", other.name())))
+            }
+        };
+        let weight = enc.graph.node(mul).src[1];
+        let (binding, at) = enc.bind(weight)?;
+        bindings.insert(2, binding);
+        params.y = [at.offset, eps.to_bits(), 0, 0];
+        srcs.push(weight);
+        prologue = Prologue::Norm {
+            center,
+            weight_bytes: enc.graph.layout(weight).dtype.block_bytes(),
+        };
+    }
+    let name = match (residual.is_some(), prologue) {
+        (true, Prologue::SiluMul) => "silu_mul_mul_mat_add",
+        (true, _) => "mul_mat_add",
+        (false, Prologue::None) => "mul_mat",
+        (false, Prologue::Norm { center: false, .. }) => "rms_norm_mul_mat",
+        (false, Prologue::Norm { center: true, .. }) => "norm_mul_mat",
+        (false, Prologue::SiluMul) => "silu_mul_mul_mat",
+    };
+    let key = match kind {
+        Kind::Tiled if residual.is_none() && prologue == Prologue::None => {
+            key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG)
+        }
+        Kind::Tiled => {
             return Err(enc
                 .device
-                .error("a residual add is fused only into the mat-vec kernel"))
+                .error("a residual add or a norm is fused only into the mat-vec kernel"))
         }
-        (Kind::Vec(i), r) => key(
+        Kind::Vec(i) => key(
             enc,
-            if r.is_some() {
-                "mul_mat_add"
-            } else {
-                "mul_mat"
-            },
+            name,
             &srcs,
-            if r.is_some() {
-                VEC_COLS[i].2
-            } else {
-                VEC_COLS[i].1
-            },
+            &VEC_BODIES[i][usize::from(residual.is_some())][prologue.index()],
             defs,
             true,
             vec_workgroup(enc, dtype, enc.graph.layout(a).ne[0]),

@@ -1,0 +1,64 @@
+//! flash_attn_ext cases (llama.cpp's FLASH_ATTN_EXT without ALiBi, softcap
+//! or sinks): single-token decode and prompt shapes, GQA ratios 1, 3, 4 and
+//! 8, key counts that are not multiples of the kernel's 128-key tile, f16
+//! and f32 K/V, with and without a causal mask, and V read through a
+//! transposed view as the model's V cache stores it.
+
+use crate::parity::{Case, CaseBuilder, NMSE_MUL_MAT};
+use crate::{DType, Result};
+
+pub fn cases() -> Result<Vec<Case>> {
+    let mut cases = Vec::new();
+    for (d, n_head, n_head_kv, n_kv, n_q) in [
+        (64, 9, 3, 256, 1),
+        (64, 4, 4, 77, 1),
+        (128, 32, 8, 300, 1),
+        (64, 8, 1, 129, 3),
+        (128, 4, 1, 64, 32),
+        (256, 4, 1, 200, 2),
+    ] {
+        for kv_type in [DType::F16, DType::F32] {
+            for (masked, v_transposed) in [(true, true), (false, false)] {
+                let mut b = CaseBuilder::new(cases.len() as u64 + 2300);
+                let q = b.uniform(DType::F32, &[d, n_q, n_head], -1.0, 1.0)?;
+                let k = b.uniform(kv_type, &[d, n_kv, n_head_kv], -1.0, 1.0)?;
+                let v = if v_transposed {
+                    // Stored [n_kv, d, heads]; read as [d, n_kv, heads].
+                    let stored = b.uniform(kv_type, &[n_kv, d, n_head_kv], -1.0, 1.0)?;
+                    b.g.permute(stored, [1, 0, 2, 3])?
+                } else {
+                    b.uniform(kv_type, &[d, n_kv, n_head_kv], -1.0, 1.0)?
+                };
+                let mask = if masked {
+                    // Query i sees the keys up to n_kv - n_q + i (causal).
+                    let id = b.g.input("mask", DType::F32, &[n_kv, n_q])?;
+                    let values = (0..n_q)
+                        .flat_map(|i| {
+                            (0..n_kv).map(move |j| {
+                                if j + n_q <= n_kv + i {
+                                    0.0
+                                } else {
+                                    f32::NEG_INFINITY
+                                }
+                            })
+                        })
+                        .collect();
+                    b.push_f32(id, values);
+                    Some(id)
+                } else {
+                    None
+                };
+                let scale = 1.0 / (d as f32).sqrt();
+                let out = b.g.flash_attn(q, k, v, mask, scale)?;
+                let name = format!(
+                    "FLASH_ATTN_EXT(hsk={d},nh={n_head},nr={},kv={n_kv},nb={n_q},mask={},type_KV={kv_type},v_transposed={})",
+                    n_head / n_head_kv,
+                    u8::from(masked),
+                    u8::from(v_transposed)
+                );
+                cases.push(b.case("flash_attn_ext", name, out, NMSE_MUL_MAT));
+            }
+        }
+    }
+    Ok(cases)
+}
