@@ -227,39 +227,27 @@ fn project<const N: usize>(
 ) -> Result<[TensorId; N]> {
     let full = names.map(|n| format!("blk.{il}.{n}.weight"));
     let refs: Vec<&str> = full.iter().map(String::as_str).collect();
-    if N == 1 {
-        return project_each(g, w, il, names, x, home);
-    }
-    let Some(joined) = w.joined_input(g, &refs)? else {
-        return project_each(g, w, il, names, x, home);
+    let joined = match N {
+        1 => None,
+        _ => w.joined_input(g, &refs)?,
     };
-    let all = g.mul_mat(joined, x)?;
-    let [_, n, _, _] = g.layout(all).ne;
-    let row = g.layout(all).nb[1];
-    let f32_bytes = DType::F32.block_bytes();
-    let mut first = 0;
-    let mut out = Vec::with_capacity(N);
-    for name in &full {
-        let m = w.get(name)?.layout.ne[1];
-        out.push(g.view(all, &[m, n], &[row], first * f32_bytes)?);
-        first += m;
-    }
-    out.try_into()
-        .map_err(|_| Error::invalid("a projection lost a product"))
-}
-
-/// The products `W x` of layer `il`'s weights `names` (e.g. `attn_q`) with
-/// `x`, one each; see [`products`].
-fn project_each<const N: usize>(
-    g: &mut Graph,
-    w: &Weights,
-    il: usize,
-    names: [&str; N],
-    x: TensorId,
-    home: usize,
-) -> Result<[TensorId; N]> {
-    let names = names.map(|n| format!("blk.{il}.{n}.weight"));
-    let out = products(g, w, &names, x, home)?;
+    let out = match joined {
+        None => products(g, w, &full, x, home)?,
+        Some(joined) => {
+            let all = g.mul_mat(joined, x)?;
+            let [_, n, _, _] = g.layout(all).ne;
+            let row = g.layout(all).nb[1];
+            let f32_bytes = DType::F32.block_bytes();
+            let mut first = 0;
+            let mut out = Vec::with_capacity(N);
+            for name in &full {
+                let m = w.get(name)?.layout.ne[1];
+                out.push(g.view(all, &[m, n], &[row], first * f32_bytes)?);
+                first += m;
+            }
+            out
+        }
+    };
     out.try_into()
         .map_err(|_| Error::invalid("a projection lost a product"))
 }
