@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use clap::Parser;
 use common::{json_num, json_str, ModelArgs};
-use wginfer::model::synthetic::SyntheticLlama;
 use wginfer::model::Model;
 use wginfer::rng::Rng;
 
@@ -25,10 +24,6 @@ use wginfer::rng::Rng;
 struct Args {
     #[command(flatten)]
     model: ModelArgs,
-    /// Benchmark a model of this shape with random weights instead of -m:
-    /// smollm2-135m, 1b or 8b (written to a temporary file first)
-    #[arg(long)]
-    synthetic: Option<String>,
     /// Prompt tokens of the pp test (0 skips it)
     #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
     n_prompt: usize,
@@ -90,26 +85,8 @@ fn tg_once(m: &mut Model, rng: &mut Rng, n: usize, split: &mut [f64; 4]) -> wgin
 }
 
 fn run(a: &Args) -> wginfer::Result<()> {
-    let mut model_args = a.model.clone();
-    let synthetic_path = match &a.synthetic {
-        Some(preset) => {
-            let spec = SyntheticLlama::preset(preset)?;
-            let path = std::env::temp_dir().join(format!("wginfer-bench-{preset}.gguf"));
-            eprintln!(
-                "writing a {preset} model with random weights to {}",
-                path.display()
-            );
-            spec.write(&path, 1)?;
-            model_args.model = path.display().to_string();
-            Some(path)
-        }
-        None => None,
-    };
     let n_ctx = (a.n_prompt.max(a.n_gen)).max(1);
-    let loaded = model_args.load(n_ctx, a.n_prompt.max(1));
-    if let Some(path) = &synthetic_path {
-        let _ = std::fs::remove_file(path);
-    }
+    let loaded = a.model.load(n_ctx, a.n_prompt.max(1));
     let mut m = loaded?;
     let reps = a.reps.max(1);
     let mut rng = Rng::new(1234);
@@ -143,6 +120,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
 
     let us = |v: f64| v * 1e6 / (a.n_gen * reps).max(1) as f64;
     let name = a
+        .model
         .synthetic
         .as_ref()
         .map_or(a.model.model.clone(), |p| format!("synthetic {p}"));

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use wginfer::backend::wgpu::AdapterChoice;
+use wginfer::model::synthetic::SyntheticLlama;
 use wginfer::model::{BackendChoice, FlashAttn, LoadOptions, Model, SplitMode};
 
 /// The model every example defaults to.
@@ -76,6 +77,10 @@ pub struct ModelArgs {
     /// for now off)
     #[arg(long = "flash-attn", visible_alias = "fa", default_value = "auto", value_parser = parse_flash_attn)]
     pub flash_attn: FlashAttn,
+    /// Use a model of this shape with random weights instead of -m:
+    /// smollm2-135m, 1b or 8b (written to a temporary file first)
+    #[arg(long)]
+    pub synthetic: Option<String>,
 }
 
 fn parse_flash_attn(s: &str) -> Result<FlashAttn, String> {
@@ -98,6 +103,26 @@ impl ModelArgs {
     /// Loads the model with a progress bar on stderr; the default model is
     /// fetched first when it is missing.
     pub fn load(&self, n_ctx: usize, n_batch: usize) -> wginfer::Result<Model> {
+        if let Some(preset) = &self.synthetic {
+            let spec = SyntheticLlama::preset(preset)?;
+            let path = std::env::temp_dir().join(format!(
+                "wginfer-synthetic-{preset}-{}.gguf",
+                std::process::id()
+            ));
+            eprintln!(
+                "writing a {preset} model with random weights to {}",
+                path.display()
+            );
+            spec.write(&path, 1)?;
+            let model = ModelArgs {
+                model: path.display().to_string(),
+                synthetic: None,
+                ..self.clone()
+            }
+            .load(n_ctx, n_batch);
+            let _ = std::fs::remove_file(&path);
+            return model;
+        }
         if self.model == DEFAULT_MODEL && !Path::new(&self.model).exists() {
             fetch_default_model()?;
         }

@@ -119,7 +119,14 @@ impl SyntheticLlama {
             .add(key("rope.dimension_count"), head_dim as u32)
             .add(key("rope.freq_base"), 10000.0f32)
             .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
-        let tokens: Vec<String> = (0..self.n_vocab).map(|i| format!("<t{i}>")).collect();
+        // The 256 byte-level tokens first, so any text tokenizes (a byte a
+        // token: there are no merges), then placeholders.
+        let tokens: Vec<String> = (0..self.n_vocab)
+            .map(|i| match u8::try_from(i) {
+                Ok(b) => crate::tokenizer::byte_to_char(b).to_string(),
+                Err(_) => format!("<t{i}>"),
+            })
+            .collect();
         w.add("tokenizer.ggml.model", "gpt2")
             .add("tokenizer.ggml.pre", "default")
             .add("tokenizer.ggml.tokens", tokens)
