@@ -285,8 +285,8 @@ pub fn residual_fits(dev: &Device, graph: &Graph, mm: TensorId, add: TensorId) -
 /// Most activation values a folded mat-vec may load beyond its own (each
 /// workgroup of four rows recomputes its columns' activations): up to here
 /// a saved dispatch is worth more than the repeated loads (an H200 decodes
-/// the 135M shape, whose largest fold loads 2^19, 3% faster with folds; the
-/// 8B shape, at 2^23 to 2^25, 11% slower).
+/// the 135M shape, whose largest fold loads 2^19, 8% faster with folds; the
+/// 8B shape, at 2^23 to 2^25, 7% slower).
 const FOLD_MAX_LOADS: usize = 1 << 22;
 
 /// Whether the activations of the mat-vec `mm` are cheap enough to
