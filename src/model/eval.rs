@@ -256,7 +256,13 @@ impl Evaluator {
         }
         let step = build(c, w, kv, shape)?;
         let mut schedule = self.sched.schedule(&step.graph)?;
+        let arenas = self.sched.arena_bytes();
         self.sched.allocate(&mut schedule)?;
+        if self.sched.arena_bytes() != arenas {
+            // A grown arena is a new buffer: plans in the old one would keep
+            // it alive beside the new one.
+            self.plans.clear();
+        }
         self.plans_built += 1;
         let plan = Plan {
             step,
