@@ -2,7 +2,7 @@
 //! chunks of `--ctx` tokens, each from an empty cache, second half scored.
 //!
 //! ```text
-//! cargo run --release --example perplexity -- -f ../shared/refs/ppl_gpl3.txt -c 128
+//! cargo run --release --example perplexity -- -f tests/data/llamacpp/ppl_gpl3.txt -c 128
 //! ```
 //! Prints the running estimate after each chunk (`[1]30.1,[2]...`) and the
 //! final value; `--json` prints `{"ppl": .., "chunks": [..], ..}` instead.
