@@ -1,11 +1,14 @@
 // mul_mat, matrix times vector (decode) and small batches:
-// d[m, n, i2, i3] = a[:, m] . b[:, n]. Ported from the seed's op_mul_mv_q_n:
-// a workgroup computes four rows of COLS columns; each invocation walks the
-// rows' 8-value units with stride WG, decoding each row's unit once and
-// dotting it with the unit's activations of every column; then one
-// workgroup reduction per output. Consecutive invocations read consecutive
-// words of a row, so weight loads coalesce.
-// The type-specific part is `unit_w`/`x_elem`/`n_units` (see quant.wgsl).
+// d[m, n, i2, i3] = a[:, m] . b[:, n]. A workgroup computes four rows of
+// COLS columns. Each invocation walks the rows' 8-value units with stride
+// WG and dots each row's unit with the unit's activations of every column;
+// the sums of all rows and columns are then reduced together, one barrier
+// step for all of them (mul_mat_vec_sums_*.wgsl).
+// Consecutive invocations read consecutive words of a row, so weight loads
+// coalesce.
+// The type-specific part is `load_chunk`/`chunk_unit`/`x_elem` (quant.wgsl):
+// a unit's values are `head.x * raw + head.y`, so the kernel sums raw * x
+// and x over a unit and applies the scale and offset once.
 // p.x: row groups (of 4), column groups (of COLS), a's batch divisors r2
 // and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder, and so does
 // `epilogue(sum, byte)`, which turns a row's sum into the stored value: the
@@ -17,7 +20,12 @@
 
 fn x_at(xrow: u32, u: u32, i: u32, st: vec2<f32>) -> f32 {
     let k = x_elem(u, i);
-    return select(0.0, x_value(xrow + k * p.b.nb.x, k, st), k < p.b.ne.x);
+    let v = x_value(xrow + k * p.b.nb.x, k, st);
+    // Block types cover the row exactly; float rows are padded to 64.
+    if (ROWS_EXACT) {
+        return v;
+    }
+    return select(0.0, v, k < p.b.ne.x);
 }
 
 fn x_unit(xrow: u32, u: u32, st: vec2<f32>) -> Unit {
@@ -27,22 +35,56 @@ fn x_unit(xrow: u32, u: u32, st: vec2<f32>) -> Unit {
     );
 }
 
-// Dot products of four rows' weights with one column's activations.
+// Dot products of four rows' raw units with one column's activations.
 fn dot4(w0: Unit, w1: Unit, w2: Unit, w3: Unit, x: Unit) -> vec4<f32> {
     return vec4<f32>(dot_unit(w0, x), dot_unit(w1, x), dot_unit(w2, x), dot_unit(w3, x));
 }
 
-// Reduces and stores rows m..m+4 of column n (those that exist).
-fn finish(acc: vec4<f32>, m: u32, n: u32, i2: u32, i3: u32, ids: Ids) {
-    let t = vec4<f32>(wg_sum(acc.x, ids), wg_sum(acc.y, ids), wg_sum(acc.z, ids), wg_sum(acc.w, ids));
-    if (ids.lid == 0u && n < p.b.ne.y) {
-        let at = addr(p.d, vec4<u32>(m, n, i2, i3));
-        let rows = p.a.ne.y;
-        if (m < rows) { store_d(at, epilogue(t.x, at)); }
-        if (m + 1u < rows) { store_d(at + p.d.nb.x, epilogue(t.y, at + p.d.nb.x)); }
-        if (m + 2u < rows) { store_d(at + 2u * p.d.nb.x, epilogue(t.z, at + 2u * p.d.nb.x)); }
-        if (m + 3u < rows) { store_d(at + 3u * p.d.nb.x, epilogue(t.w, at + 3u * p.d.nb.x)); }
+fn unit_sum(x: Unit) -> f32 {
+    let s = x[0] + x[1];
+    return s.x + s.y + s.z + s.w;
+}
+
+// Unit u of four rows.
+struct Rows {
+    c0: Chunk,
+    c1: Chunk,
+    c2: Chunk,
+    c3: Chunk,
+}
+
+fn load_rows(r: vec4<u32>, u: u32) -> Rows {
+    return Rows(load_chunk(r.x, u), load_chunk(r.y, u), load_chunk(r.z, u), load_chunk(r.w, u));
+}
+
+// Four rows' unit u dotted with one column's activations: Σ raw * x per
+// row, scaled by the heads, plus their offsets times Σ x.
+fn rows_dot(g: Rows, u: u32, xcol: u32, st: vec2<f32>) -> vec4<f32> {
+    let x = x_unit(xcol, u, st);
+    let raw = dot4(chunk_unit(g.c0), chunk_unit(g.c1), chunk_unit(g.c2), chunk_unit(g.c3), x);
+    let h0 = chunk_head(g.c0);
+    let h1 = chunk_head(g.c1);
+    let h2 = chunk_head(g.c2);
+    let h3 = chunk_head(g.c3);
+    let scale = vec4<f32>(h0.x, h1.x, h2.x, h3.x);
+    if (HAS_OFFSET) {
+        let offset = vec4<f32>(h0.y, h1.y, h2.y, h3.y);
+        return fma(scale, raw, offset * unit_sum(x));
     }
+    return scale * raw;
+}
+
+// Stores rows m..m+4 of column n (those that exist).
+fn store4(t: vec4<f32>, m: u32, n: u32, i2: u32, i3: u32) {
+    if (n >= p.b.ne.y) {
+        return;
+    }
+    let at = addr(p.d, vec4<u32>(m, n, i2, i3));
+    let rows = p.a.ne.y;
+    if (m < rows) { store_d(at, epilogue(t.x, at)); }
+    if (m + 1u < rows) { store_d(at + p.d.nb.x, epilogue(t.y, at + p.d.nb.x)); }
+    if (m + 2u < rows) { store_d(at + 2u * p.d.nb.x, epilogue(t.z, at + 2u * p.d.nb.x)); }
+    if (m + 3u < rows) { store_d(at + 3u * p.d.nb.x, epilogue(t.w, at + 3u * p.d.nb.x)); }
 }
 
 @compute @workgroup_size(WG)
@@ -62,10 +104,12 @@ fn main(ids: Ids) {
     // Rows and columns past the end read the last one; their sums are not stored.
     let last = p.a.ne.y - 1u;
     let ia = vec4<u32>(0u, 0u, i2 / p.x.z, i3 / p.x.w);
-    let r0 = addr(p.a, ia + vec4<u32>(0u, min(m0, last), 0u, 0u));
-    let r1 = addr(p.a, ia + vec4<u32>(0u, min(m0 + 1u, last), 0u, 0u));
-    let r2 = addr(p.a, ia + vec4<u32>(0u, min(m0 + 2u, last), 0u, 0u));
-    let r3 = addr(p.a, ia + vec4<u32>(0u, min(m0 + 3u, last), 0u, 0u));
+    let rows = vec4<u32>(
+        addr(p.a, ia + vec4<u32>(0u, min(m0, last), 0u, 0u)),
+        addr(p.a, ia + vec4<u32>(0u, min(m0 + 1u, last), 0u, 0u)),
+        addr(p.a, ia + vec4<u32>(0u, min(m0 + 2u, last), 0u, 0u)),
+        addr(p.a, ia + vec4<u32>(0u, min(m0 + 3u, last), 0u, 0u)),
+    );
     let last_col = p.b.ne.y - 1u;
     let xb = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
     let x0 = xb + min(n0, last_col) * p.b.nb.y;
@@ -91,25 +135,27 @@ fn main(ids: Ids) {
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
     for (var u = ids.lid; u < units; u += WG) {
-        let w0 = unit_w(r0, u);
-        let w1 = unit_w(r1, u);
-        let w2 = unit_w(r2, u);
-        let w3 = unit_w(r3, u);
-        acc0 += dot4(w0, w1, w2, w3, x_unit(x0, u, st0));
+        let g = load_rows(rows, u);
+        acc0 += rows_dot(g, u, x0, st0);
         if (COLS > 1u) {
-            acc1 += dot4(w0, w1, w2, w3, x_unit(x1, u, st1));
+            acc1 += rows_dot(g, u, x1, st1);
         }
         if (COLS > 2u) {
-            acc2 += dot4(w0, w1, w2, w3, x_unit(x2, u, st2));
-            acc3 += dot4(w0, w1, w2, w3, x_unit(x3, u, st3));
+            acc2 += rows_dot(g, u, x2, st2);
+            acc3 += rows_dot(g, u, x3, st3);
         }
     }
-    finish(acc0, m0, n0, i2, i3, ids);
+    put_partial(0u, acc0, ids);
     if (COLS > 1u) {
-        finish(acc1, m0, n0 + 1u, i2, i3, ids);
+        put_partial(1u, acc1, ids);
     }
     if (COLS > 2u) {
-        finish(acc2, m0, n0 + 2u, i2, i3, ids);
-        finish(acc3, m0, n0 + 3u, i2, i3, ids);
+        put_partial(2u, acc2, ids);
+        put_partial(3u, acc3, ids);
+    }
+    sums_ready(ids);
+    // Invocation j stores column j's four rows.
+    if (ids.lid < COLS) {
+        store4(column_total(ids.lid, ids), m0, n0 + ids.lid, i2, i3);
     }
 }

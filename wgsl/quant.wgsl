@@ -173,3 +173,78 @@ fn dq_q6_k(s: u32, r: u32) -> Unit {
         q6_codes(ql, qh, 4u, 2u * pb + 4u) * (d * i8_at(sw, sc + 4u)),
     );
 }
+
+// The mat-vec kernel reads a row a unit at a time as a "chunk": a q4_0,
+// q4_1 or q8_0 unit keeps its code words, and its block's scale and offset
+// in `head`; the other types' units are decoded as they load (`u`). A
+// chunk's values are head.x * r + head.y, where the codes' raw values r sit
+// in the mantissa of 1.0 (r = 1 + code / 16 for nibbles, 1 + (code + 128) /
+// 256 for signed bytes): a shift and a mask per value, where converting an
+// integer costs a quarter-rate instruction. r is exact and in [1, 2), so
+// sums of r * x lose nothing worth counting to the offset applied after
+// them, once per chunk.
+struct QChunk {
+    head: vec2<f32>,
+    q: vec2<u32>,
+}
+
+const MANT_ONE: u32 = 0x3f800000u;
+
+// Raw values of the low or high nibbles of w's bytes, in byte order.
+fn nib_lo_raw(w: u32) -> vec4<f32> {
+    let v = vec4<u32>(w << 19u, w << 11u, w << 3u, w >> 5u);
+    return bitcast<vec4<f32>>((v & vec4<u32>(0x00780000u)) | vec4<u32>(MANT_ONE));
+}
+
+fn nib_hi_raw(w: u32) -> vec4<f32> {
+    let v = vec4<u32>(w << 15u, w << 7u, w >> 1u, w >> 9u);
+    return bitcast<vec4<f32>>((v & vec4<u32>(0x00780000u)) | vec4<u32>(MANT_ONE));
+}
+
+// Raw values of w's bytes, already offset by 128 (signed codes xor 0x80).
+fn byte_raw(w: u32) -> vec4<f32> {
+    let v = vec4<u32>(w << 15u, w << 7u, w >> 1u, w >> 9u);
+    return bitcast<vec4<f32>>((v & vec4<u32>(0x007f8000u)) | vec4<u32>(MANT_ONE));
+}
+
+// Unit w (code word w) of the q4_0 block at s: value = d * (code - 8) =
+// 16d * r - 24d.
+fn q4_0_chunk(s: u32, w: u32) -> QChunk {
+    let d = f16_lo(a_u32_at(s));
+    return QChunk(vec2<f32>(16.0 * d, -24.0 * d), vec2<u32>(a_u32_at(s + 2u + 4u * w), 0u));
+}
+
+// q4_1: value = d * code + m = 16d * r + (m - 16d).
+fn q4_1_chunk(s: u32, w: u32) -> QChunk {
+    let dm = unpack2x16float(a_u32_at(s));
+    return QChunk(vec2<f32>(16.0 * dm.x, dm.y - 16.0 * dm.x), vec2<u32>(a_u32_at(s + 4u + 4u * w), 0u));
+}
+
+fn q4_unit(ch: QChunk) -> Unit {
+    return Unit(nib_lo_raw(ch.q.x), nib_hi_raw(ch.q.x));
+}
+
+// Unit w (values 8w..8w+8) of the q8_0 block at s: value = d * code =
+// 256d * r - 384d.
+fn q8_0_chunk(s: u32, w: u32) -> QChunk {
+    let d = f16_lo(a_u32_at(s));
+    let q = a_vec2_at(s + 2u + 8u * w) ^ vec2<u32>(0x80808080u);
+    return QChunk(vec2<f32>(256.0 * d, -384.0 * d), q);
+}
+
+fn q8_0_unit(ch: QChunk) -> Unit {
+    return Unit(byte_raw(ch.q.x), byte_raw(ch.q.y));
+}
+
+fn QChunk_head(ch: QChunk) -> vec2<f32> {
+    return ch.head;
+}
+
+// The other types' chunks are their units' values.
+fn plain_unit(u: Unit) -> Unit {
+    return u;
+}
+
+fn Unit_head(u: Unit) -> vec2<f32> {
+    return vec2<f32>(1.0, 0.0);
+}

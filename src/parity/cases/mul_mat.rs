@@ -186,8 +186,9 @@ fn transposed() -> Result<Vec<Case>> {
 }
 
 /// Weight shapes of 8B-class models, for `backend_ops --mode perf` only:
-/// mat-vec (decode) at 4096 x 4096, 14336 x 4096 and 4096 x 14336, small
-/// batches and a prompt-sized product. A mat-vec case multiplies the same activations by
+/// mat-vec (decode) at 4096 x 4096, 14336 x 4096 and 4096 x 14336, the
+/// default model's decode products, small batches and a prompt-sized
+/// product. A mat-vec case multiplies the same activations by
 /// several distinct weight tensors in one graph (one submit), so the time is
 /// the kernels' rather than a submit's and the weights, together larger than
 /// a big GPU's L2 cache, come from memory.
@@ -203,6 +204,15 @@ pub fn perf_cases() -> Result<Vec<Case>> {
         for (m, k) in [(4096, 4096), (14336, 4096), (4096, 14336)] {
             cases.push(repeated(Spec::new(ta, m, 1, k), 128 << 20)?);
         }
+    }
+    // The default model's decode products: q4_1 layers, the q8_0 output.
+    for (ta, m, k) in [
+        (DType::Q4_1, 576, 576),
+        (DType::Q4_1, 3072, 576),
+        (DType::Q4_1, 576, 1536),
+        (DType::Q8_0, 49152, 576),
+    ] {
+        cases.push(repeated(Spec::new(ta, m, 1, k), 16 << 20)?);
     }
     // Small batches around the mat-vec / tiled switch, and a prompt.
     for ta in [DType::Q4_0, DType::F16] {

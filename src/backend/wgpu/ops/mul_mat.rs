@@ -15,7 +15,7 @@
 
 use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
-use crate::backend::wgpu::Device;
+use crate::backend::wgpu::{Device, Reduction};
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
 
@@ -93,36 +93,54 @@ const COLS_CONST: [&str; 3] = [
     "const COLS: u32 = 2u;\n",
     "const COLS: u32 = 4u;\n",
 ];
+/// The mat-vec kernel's final reduction, with subgroup operations or
+/// without (by [`Reduction`](crate::backend::wgpu::Reduction) variant).
+const VEC_SUMS: [&str; 2] = [
+    include_str!("../../../../wgsl/mul_mat_vec_sums_sg.wgsl"),
+    include_str!("../../../../wgsl/mul_mat_vec_sums_wg.wgsl"),
+];
 
-type Body = [&'static str; 6];
+type Body = [&'static str; 7];
 
-const fn vec_body(cols: usize, residual: bool, prologue: usize) -> Body {
+const fn vec_body(sums: usize, cols: usize, residual: bool, prologue: usize) -> Body {
     let store = if residual {
         STORE_SUM_PLUS_C
     } else {
         STORE_SUM
     };
     let (consts, x) = PROLOGUES[prologue];
-    [QUANT, COLS_CONST[cols], store, consts, x, VEC_BODY]
-}
-
-const fn bodies_for(cols: usize, residual: bool) -> [Body; 6] {
     [
-        vec_body(cols, residual, 0),
-        vec_body(cols, residual, 1),
-        vec_body(cols, residual, 2),
-        vec_body(cols, residual, 3),
-        vec_body(cols, residual, 4),
-        vec_body(cols, residual, 5),
+        QUANT,
+        COLS_CONST[cols],
+        store,
+        consts,
+        x,
+        VEC_SUMS[sums],
+        VEC_BODY,
     ]
 }
 
-/// Every mat-vec variant: `[cols][residual][prologue]`.
-static VEC_BODIES: [[[Body; 6]; 2]; 3] = [
-    [bodies_for(0, false), bodies_for(0, true)],
-    [bodies_for(1, false), bodies_for(1, true)],
-    [bodies_for(2, false), bodies_for(2, true)],
-];
+const fn bodies_for(sums: usize, cols: usize, residual: bool) -> [Body; 6] {
+    [
+        vec_body(sums, cols, residual, 0),
+        vec_body(sums, cols, residual, 1),
+        vec_body(sums, cols, residual, 2),
+        vec_body(sums, cols, residual, 3),
+        vec_body(sums, cols, residual, 4),
+        vec_body(sums, cols, residual, 5),
+    ]
+}
+
+const fn bodies_for_sums(sums: usize) -> [[[Body; 6]; 2]; 3] {
+    [
+        [bodies_for(sums, 0, false), bodies_for(sums, 0, true)],
+        [bodies_for(sums, 1, false), bodies_for(sums, 1, true)],
+        [bodies_for(sums, 2, false), bodies_for(sums, 2, true)],
+    ]
+}
+
+/// Every mat-vec variant: `[sums][cols][residual][prologue]`.
+static VEC_BODIES: [[[[Body; 6]; 2]; 3]; 2] = [bodies_for_sums(0), bodies_for_sums(1)];
 
 /// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
@@ -142,10 +160,26 @@ const VEC_MAX_COLS: usize = 8;
 
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
 /// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
-/// the units of a row of `k` values.
+/// the units of a row of `k` values (for both kernels); `load_chunk(row, u)`
+/// with `chunk_unit(chunk)` and `chunk_head(chunk)` read a unit in the
+/// mat-vec kernel's raw form, `HAS_OFFSET` says whether heads carry an
+/// offset and `ROWS_EXACT` whether units cover a row exactly (quant.wgsl).
 fn defs(t: DType) -> Option<&'static str> {
     macro_rules! decoder {
-        ($unit:literal, $elem:literal, $units:literal) => {
+        ($unit:literal, $elem:literal, $units:literal, $exact:literal) => {
+            decoder!(
+                $unit,
+                $elem,
+                $units,
+                "Unit",
+                "unit_w(row, u)",
+                "plain",
+                false,
+                $exact
+            )
+        };
+        ($unit:literal, $elem:literal, $units:literal, $chunk_type:literal, $chunk:literal,
+         $form:literal, $offset:literal, $exact:literal) => {
             concat!(
                 "fn unit_w(row: u32, u: u32) -> Unit { return ",
                 $unit,
@@ -155,47 +189,95 @@ fn defs(t: DType) -> Option<&'static str> {
                 "(u, i); }\n",
                 "fn n_units(k: u32) -> u32 { return ",
                 $units,
-                "; }\n"
+                "; }\n",
+                "alias Chunk = ",
+                $chunk_type,
+                ";\n",
+                "fn load_chunk(row: u32, u: u32) -> Chunk { return ",
+                $chunk,
+                "; }\n",
+                "fn chunk_unit(ch: Chunk) -> Unit { return ",
+                $form,
+                "_unit(ch); }\n",
+                "fn chunk_head(ch: Chunk) -> vec2<f32> { return ",
+                $chunk_type,
+                "_head(ch); }\n",
+                "const HAS_OFFSET: bool = ",
+                $offset,
+                ";\n",
+                "const ROWS_EXACT: bool = ",
+                $exact,
+                ";\n"
             )
         };
     }
     Some(match t {
-        DType::F32 => decoder!("dq_f32(row, u)", "x_elem_f32", "float_units(k)"),
-        DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16", "float_units(k)"),
+        DType::F32 => decoder!("dq_f32(row, u)", "x_elem_f32", "float_units(k)", false),
+        DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16", "float_units(k)", false),
         DType::Q4_0 => decoder!(
             "dq_q4_0(row + 18u * (u >> 2u), u & 3u)",
             "x_elem_q4",
-            "k / 8u"
+            "k / 8u",
+            "QChunk",
+            "q4_0_chunk(row + 18u * (u >> 2u), u & 3u)",
+            "q4",
+            true,
+            true
         ),
         DType::Q4_1 => decoder!(
             "dq_q4_1(row + 20u * (u >> 2u), u & 3u)",
             "x_elem_q4",
-            "k / 8u"
+            "k / 8u",
+            "QChunk",
+            "q4_1_chunk(row + 20u * (u >> 2u), u & 3u)",
+            "q4",
+            true,
+            true
         ),
         DType::Q8_0 => decoder!(
             "dq_q8_0(row + 34u * (u >> 2u), u & 3u)",
             "x_elem_linear",
-            "k / 8u"
+            "k / 8u",
+            "QChunk",
+            "q8_0_chunk(row + 34u * (u >> 2u), u & 3u)",
+            "q8_0",
+            true,
+            true
         ),
         DType::Q6K => decoder!(
             "dq_q6_k(row + 210u * (u >> 5u), u & 31u)",
             "x_elem_q6_k",
-            "k / 8u"
+            "k / 8u",
+            true
         ),
         DType::I32 => return None,
     })
 }
 
+/// `WGINFER_MATVEC_WG` (a power of two from 32 to 256) overrides the
+/// mat-vec kernel's invocations, for tuning on new devices.
+fn forced_workgroup() -> Option<u32> {
+    static FORCED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| {
+        std::env::var("WGINFER_MATVEC_WG")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|v| v.is_power_of_two() && (32..=256).contains(v))
+    })
+}
+
 /// Invocations of the mat-vec kernel: at most 128 (the fastest on an H200
-/// for rows of 4096), fewer for short rows so that each has at least four of
-/// a row's units (a 576-long row decodes twice as fast on lavapipe with 32
-/// as with 64), never fewer than a subgroup or 32.
+/// for rows of 4096), fewer for short rows so that each has at least a
+/// block, or four units, of a row (a 576-long row decodes twice as fast on
+/// lavapipe with 32 as with 64), never fewer than a subgroup or 32.
 fn vec_workgroup(enc: &OpEncoder, dtype: DType, k: usize) -> u32 {
-    // Units per row, as `n_units` in the WGSL.
-    let units = if dtype.is_quantized() {
-        k / 8
-    } else {
-        k.div_ceil(64) * 8
+    if let Some(wg) = forced_workgroup() {
+        return enc.workgroup(wg);
+    }
+    // Four units per invocation.
+    let lanes = match dtype {
+        DType::F32 | DType::F16 => k.div_ceil(64) * 2,
+        _ => k / 32,
     };
     let subgroup = enc
         .device
@@ -203,7 +285,7 @@ fn vec_workgroup(enc: &OpEncoder, dtype: DType, k: usize) -> u32 {
         .summary
         .subgroup_sizes
         .map_or(0, |(_, hi)| hi);
-    let want = (units / 4).min(128).max(subgroup.max(32) as usize);
+    let want = lanes.min(128).max(subgroup.max(32) as usize);
     enc.workgroup(u32::try_from(want).unwrap_or(128))
 }
 
@@ -475,7 +557,8 @@ fn encode_product(
             enc,
             name,
             &srcs,
-            &VEC_BODIES[i][usize::from(residual.is_some())][prologue.index()],
+            &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i]
+                [usize::from(residual.is_some())][prologue.index()],
             defs,
             true,
             vec_workgroup(enc, dtype, enc.graph.layout(a).ne[0]),
