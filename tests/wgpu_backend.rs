@@ -206,6 +206,40 @@ fn a_norm_and_its_weight_run_as_one_dispatch_unless_the_norm_is_read_again() {
 }
 
 #[test]
+fn a_split_submitted_in_pieces_computes_the_same() {
+    use wginfer::backend::wgpu::WgpuOptions;
+    // Seven dispatches submitted two at a time, with parameters as
+    // immediates (where the adapter has them) and through the uniform
+    // buffer, whose slots the pieces index from their first dispatch.
+    for uniform_params in [false, true] {
+        let Some(gpu) = common::gpu_with(&WgpuOptions {
+            submit_every: Some(2),
+            uniform_params,
+            ..WgpuOptions::default()
+        }) else {
+            return;
+        };
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[64, 2]).unwrap();
+        let mut y = x;
+        for i in 0..7 {
+            y = g.scale(y, 1.0 + i as f32).unwrap();
+        }
+        g.set_output(y).unwrap();
+        gpu.allocate_graph(&mut g).unwrap();
+        let values: Vec<f32> = (0..128).map(|i| (i as f32 * 0.3).sin()).collect();
+        gpu.write_f32(&g, x, &values).unwrap();
+        gpu.compute(&g, &g.compute_order()).unwrap();
+        let stats = gpu.last_run_stats();
+        assert_eq!((stats.dispatches, stats.submits), (7, 4));
+        // 1 * 2 * ... * 7 = 5040.
+        for (got, v) in gpu.read_f32(&g, y).unwrap().iter().zip(&values) {
+            assert!((got - 5040.0 * v).abs() < 1e-3, "{got} vs {}", 5040.0 * v);
+        }
+    }
+}
+
+#[test]
 fn the_same_graph_run_again_is_not_encoded_again() {
     let Some(gpu) = common::gpu() else { return };
     let mut g = Graph::new();

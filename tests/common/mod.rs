@@ -87,8 +87,15 @@ pub fn f16_round(x: f64) -> f64 {
 /// A wgpu backend on the default adapter; `None` without one (reported as
 /// a skipped check, and a failure where an adapter is required).
 pub fn gpu() -> Option<wginfer::backend::wgpu::WgpuBackend> {
-    use wginfer::backend::wgpu::{WgpuBackend, WgpuOptions};
-    match WgpuBackend::new(&WgpuOptions::default()) {
+    gpu_with(&wginfer::backend::wgpu::WgpuOptions::default())
+}
+
+/// A wgpu backend opened with `options`, as [`gpu`].
+pub fn gpu_with(
+    options: &wginfer::backend::wgpu::WgpuOptions,
+) -> Option<wginfer::backend::wgpu::WgpuBackend> {
+    use wginfer::backend::wgpu::WgpuBackend;
+    match WgpuBackend::new(options) {
         Ok(b) => Some(b),
         Err(e) => {
             fixtures::no_adapter(1, e);

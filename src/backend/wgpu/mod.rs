@@ -2,8 +2,9 @@
 //! wgpu can open (Vulkan, Metal, Dx12).
 //!
 //! A split is compiled into dispatches (pipelines and bind groups cached),
-//! recorded into one command encoder with one compute pass and submitted
-//! once; a split without dispatches submits nothing.
+//! recorded into compute passes and submitted every few dozen dispatches
+//! (once per split on CPU-type adapters); a split without dispatches
+//! submits nothing.
 
 mod buffer;
 mod gpu;
@@ -69,7 +70,21 @@ pub struct WgpuOptions {
     /// but a CPU-type adapter (lavapipe) pays for it, so the default
     /// (`None`) folds on every adapter that is not a CPU.
     pub fold_activations: Option<bool>,
+    /// Dispatches recorded per queue submission within a split. Submitting
+    /// every few dozen dispatches lets the GPU start on a split while the
+    /// host is still recording the rest of it, as llama.cpp's Vulkan
+    /// backend does; a CPU-type adapter shares the host's cores, so the
+    /// default (`None`) is `WGINFER_SUBMIT_EVERY` when set, else
+    /// [`SUBMIT_EVERY`] on GPUs and one submission per split on CPUs.
+    /// `Some(0)` means one submission per split.
+    pub submit_every: Option<usize>,
 }
+
+/// Default dispatches per submission on a GPU (see
+/// [`WgpuOptions::submit_every`]): large enough that a submission's own
+/// cost stays small beside its dispatches', small enough that the GPU
+/// starts after a fraction of a decode step's recording.
+pub const SUBMIT_EVERY: usize = 64;
 
 /// An open device and its helpers, shared by the backend's parts.
 pub(crate) struct Device {
@@ -86,6 +101,8 @@ pub(crate) struct Device {
     /// Whether mat-vecs fold the nodes that compute their activations
     /// (see [`WgpuOptions::fold_activations`]); only when `fuse` is on.
     fold_activations: bool,
+    /// Dispatches per submission (`usize::MAX`: one per split).
+    submit_every: usize,
 }
 
 impl Device {
@@ -162,9 +179,17 @@ impl WgpuBackend {
             _ => Reduction::Workgroup,
         };
         let immediates = gpu.has_immediates(params::PARAMS_SIZE) && !options.uniform_params;
-        let fold_activations = options
-            .fold_activations
-            .unwrap_or(gpu.summary.device_type != "Cpu");
+        let is_cpu = gpu.summary.device_type == "Cpu";
+        let fold_activations = options.fold_activations.unwrap_or(!is_cpu);
+        let from_env = std::env::var("WGINFER_SUBMIT_EVERY")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        let submit_every = match options.submit_every.or(from_env) {
+            Some(0) => usize::MAX,
+            Some(n) => n,
+            None if is_cpu => usize::MAX,
+            None => SUBMIT_EVERY,
+        };
         log::info!(
             "wgpu: {} using {reduction:?} reductions, parameters as {}",
             gpu.summary.name,
@@ -181,6 +206,7 @@ impl WgpuBackend {
                 immediates,
                 fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
                 fold_activations,
+                submit_every,
             },
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             transfers: buffer::Transfers::new(),

@@ -1,5 +1,6 @@
-//! Running a split: its dispatches are recorded into one command encoder
-//! with one compute pass and submitted once. Pipelines come from the kernel
+//! Running a split: its dispatches are recorded into command encoders of
+//! one compute pass each, submitted every `submit_every` dispatches (once,
+//! on CPU-type adapters) so that a GPU starts while the rest is recorded. Pipelines come from the kernel
 //! cache and bind groups from a cache keyed by kernel and buffer windows, so
 //! a new graph of the same shape builds nothing new: only parameters change.
 //!
@@ -247,36 +248,43 @@ impl PlanCache {
             }
             dev.gpu.queue.write_buffer(&u.buffer, 0, &bytes);
         }
+        let mut submits = 0;
         dev.catch(|| {
-            let mut encoder =
-                dev.gpu
-                    .device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            for (c, chunk) in steps.chunks(dev.submit_every).enumerate() {
+                let mut encoder =
+                    dev.gpu
+                        .device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                            label: Some("wginfer split"),
+                        });
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some("wginfer split"),
+                        timestamp_writes: None,
                     });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("wginfer split"),
-                    timestamp_writes: None,
-                });
-                for (i, step) in steps.iter().enumerate() {
-                    pass.set_pipeline(&step.pipeline);
-                    pass.set_bind_group(0, &step.group, &[]);
-                    match uniforms {
-                        Some(u) => {
-                            pass.set_bind_group(1, &u.group, &[(i as u64 * u.stride) as u32])
+                    let first = c * dev.submit_every;
+                    for (i, step) in chunk.iter().enumerate() {
+                        pass.set_pipeline(&step.pipeline);
+                        pass.set_bind_group(0, &step.group, &[]);
+                        match uniforms {
+                            Some(u) => pass.set_bind_group(
+                                1,
+                                &u.group,
+                                &[((first + i) as u64 * u.stride) as u32],
+                            ),
+                            None => pass.set_immediates(0, bytemuck::bytes_of(&step.params)),
                         }
-                        None => pass.set_immediates(0, bytemuck::bytes_of(&step.params)),
+                        let [x, y, z] = step.workgroups;
+                        pass.dispatch_workgroups(x, y, z);
                     }
-                    let [x, y, z] = step.workgroups;
-                    pass.dispatch_workgroups(x, y, z);
                 }
+                dev.gpu.queue.submit([encoder.finish()]);
+                submits += 1;
             }
-            dev.gpu.queue.submit([encoder.finish()]);
         })?;
-        self.last_stats.submits = 1;
+        self.last_stats.submits = submits;
         self.totals.dispatches += n as u64;
-        self.totals.submits += 1;
+        self.totals.submits += submits as u64;
         let run = self.run;
         self.bind_groups
             .retain(|_, (_, used)| run - *used < KEEP_RUNS);
