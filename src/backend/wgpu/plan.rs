@@ -93,6 +93,8 @@ struct Uniforms {
     group: wgpu::BindGroup,
     slots: usize,
     stride: u64,
+    /// Host copy of the slots, reused from run to run.
+    staging: Vec<u8>,
 }
 
 impl Uniforms {
@@ -124,6 +126,7 @@ impl Uniforms {
                 group,
                 slots,
                 stride,
+                staging: Vec::new(),
             }
         })
     }
@@ -238,16 +241,16 @@ impl PlanCache {
             self.uniforms = Some(Uniforms::new(dev, n.next_power_of_two())?);
         }
         let steps = &self.recorded[at].steps;
-        let uniforms = self.uniforms.as_ref().filter(|_| !immediates);
-        if let Some(u) = uniforms {
-            let mut bytes = vec![0u8; u.stride as usize * n];
-            for (i, step) in steps.iter().enumerate() {
-                let at = i * u.stride as usize;
-                bytes[at..at + PARAMS_SIZE as usize]
-                    .copy_from_slice(bytemuck::bytes_of(&step.params));
+        if let Some(u) = self.uniforms.as_mut().filter(|_| !immediates) {
+            let stride = u.stride as usize;
+            u.staging.clear();
+            u.staging.resize(stride * n, 0);
+            for (slot, step) in u.staging.chunks_exact_mut(stride).zip(steps) {
+                slot[..PARAMS_SIZE as usize].copy_from_slice(bytemuck::bytes_of(&step.params));
             }
-            dev.gpu.queue.write_buffer(&u.buffer, 0, &bytes);
+            dev.gpu.queue.write_buffer(&u.buffer, 0, &u.staging);
         }
+        let uniforms = self.uniforms.as_ref().filter(|_| !immediates);
         let mut submits = 0;
         dev.catch(|| {
             for (c, chunk) in steps.chunks(dev.submit_every).enumerate() {

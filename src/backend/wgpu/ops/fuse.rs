@@ -50,18 +50,12 @@ pub fn norm_into_mat_vec(
     readers: &mut impl FnMut(TensorId) -> u32,
 ) -> bool {
     let ops = (graph.node(norm).op, graph.node(mul).op, graph.node(mm).op);
-    let shape = matches!(
+    matches!(
         ops,
         (Op::RmsNorm { .. } | Op::Norm { .. }, Op::Mul, Op::MulMat)
-    );
-    shape
-        && [norm, mul]
-            .iter()
-            .all(|&t| !graph.node(t).is_output && graph.node(t).view_of.is_none())
-        && mul_mat::norm_fits(dev, graph, norm, mul, mm)
-        && [norm, mul, mm].iter().all(|&t| supports(dev, graph, t))
-        && readers(norm) == 1
-        && readers(mul) == 1
+    ) && folds_into(dev, graph, [norm, mul, mm], readers, || {
+        mul_mat::norm_fits(dev, graph, norm, mul, mm)
+    })
 }
 
 /// Whether `silu` (of a gate), the `mul` by up and the mat-vec `mm` reading
@@ -78,12 +72,27 @@ pub fn silu_mul_into_mat_vec(
 ) -> bool {
     let ops = (graph.node(silu).op, graph.node(mul).op, graph.node(mm).op);
     matches!(ops, (Op::Silu, Op::Mul, Op::MulMat))
-        && [silu, mul]
-            .iter()
-            .all(|&t| !graph.node(t).is_output && graph.node(t).view_of.is_none())
-        && mul_mat::silu_mul_fits(dev, graph, silu, mul, mm)
-        && [silu, mul, mm].iter().all(|&t| supports(dev, graph, t))
-        && readers(silu) == 1
+        && folds_into(dev, graph, [silu, mul, mm], readers, || {
+            mul_mat::silu_mul_fits(dev, graph, silu, mul, mm)
+        })
+}
+
+/// What folding `first` and `mul` into the mat-vec `mm` needs beyond the
+/// ops' kinds: neither is an output or a view, the kernel `fits`, the device
+/// runs all three, and `mm` is the only reader of each.
+fn folds_into(
+    dev: &Device,
+    graph: &Graph,
+    [first, mul, mm]: [TensorId; 3],
+    readers: &mut impl FnMut(TensorId) -> u32,
+    fits: impl FnOnce() -> bool,
+) -> bool {
+    [first, mul]
+        .iter()
+        .all(|&t| !graph.node(t).is_output && graph.node(t).view_of.is_none())
+        && fits()
+        && [first, mul, mm].iter().all(|&t| supports(dev, graph, t))
+        && readers(first) == 1
         && readers(mul) == 1
 }
 
