@@ -6,20 +6,32 @@
 
 fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> {
     let n = p.b.ne.x;
+    // Four elements per step, as in norm.wgsl, so four loads are in flight.
     var mean = 0.0;
     if (CENTER) {
-        var sum = 0.0;
-        for (var i = ids.lid; i < n; i += WG) {
-            sum += load_b(xcol + i * p.b.nb.x);
+        var sum = vec4<f32>(0.0);
+        for (var i0 = ids.lid; i0 < n; i0 += 4u * WG) {
+            for (var j = 0u; j < 4u; j++) {
+                let i = i0 + j * WG;
+                if (i < n) {
+                    sum[j] += load_b(xcol + i * p.b.nb.x);
+                }
+            }
         }
-        mean = wg_sum(sum, ids) / f32(n);
+        mean = wg_sum(sum.x + sum.y + sum.z + sum.w, ids) / f32(n);
     }
-    var sq = 0.0;
-    for (var i = ids.lid; i < n; i += WG) {
-        let v = load_b(xcol + i * p.b.nb.x) - mean;
-        sq += v * v;
+    var sq = vec4<f32>(0.0);
+    for (var i0 = ids.lid; i0 < n; i0 += 4u * WG) {
+        for (var j = 0u; j < 4u; j++) {
+            let i = i0 + j * WG;
+            if (i < n) {
+                let v = load_b(xcol + i * p.b.nb.x) - mean;
+                sq[j] += v * v;
+            }
+        }
     }
-    return vec2<f32>(mean, 1.0 / sqrt(wg_sum(sq, ids) / f32(n) + bitcast<f32>(p.y.y)));
+    let ms = wg_sum(sq.x + sq.y + sq.z + sq.w, ids) / f32(n);
+    return vec2<f32>(mean, 1.0 / sqrt(ms + bitcast<f32>(p.y.y)));
 }
 
 fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {

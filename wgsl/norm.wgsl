@@ -12,22 +12,39 @@ fn main(ids: Ids) {
     let base = row_start(row, p.a);
     let n = p.a.ne.x;
 
+    // Four elements per step (lid + j * WG), so four loads are in flight
+    // instead of one load's latency per element.
     var mean = 0.0;
     if (CENTER) {
-        var sum = 0.0;
-        for (var i = ids.lid; i < n; i += WG) {
-            sum += load_a(addr(p.a, base + vec4<u32>(i, 0u, 0u, 0u)));
+        var sum = vec4<f32>(0.0);
+        for (var i0 = ids.lid; i0 < n; i0 += 4u * WG) {
+            for (var j = 0u; j < 4u; j++) {
+                let i = i0 + j * WG;
+                if (i < n) {
+                    sum[j] += load_a(addr(p.a, base + vec4<u32>(i, 0u, 0u, 0u)));
+                }
+            }
         }
-        mean = wg_sum(sum, ids) / f32(n);
+        mean = wg_sum(sum.x + sum.y + sum.z + sum.w, ids) / f32(n);
     }
-    var sq = 0.0;
-    for (var i = ids.lid; i < n; i += WG) {
-        let v = load_a(addr(p.a, base + vec4<u32>(i, 0u, 0u, 0u))) - mean;
-        sq += v * v;
+    var sq = vec4<f32>(0.0);
+    for (var i0 = ids.lid; i0 < n; i0 += 4u * WG) {
+        for (var j = 0u; j < 4u; j++) {
+            let i = i0 + j * WG;
+            if (i < n) {
+                let v = load_a(addr(p.a, base + vec4<u32>(i, 0u, 0u, 0u))) - mean;
+                sq[j] += v * v;
+            }
+        }
     }
-    let scale = 1.0 / sqrt(wg_sum(sq, ids) / f32(n) + bitcast<f32>(p.x.x));
-    for (var i = ids.lid; i < n; i += WG) {
-        let at = base + vec4<u32>(i, 0u, 0u, 0u);
-        store_d(addr(p.d, at), (load_a(addr(p.a, at)) - mean) * scale * weight_at(at));
+    let scale = 1.0 / sqrt(wg_sum(sq.x + sq.y + sq.z + sq.w, ids) / f32(n) + bitcast<f32>(p.x.x));
+    for (var i0 = ids.lid; i0 < n; i0 += 4u * WG) {
+        for (var j = 0u; j < 4u; j++) {
+            let i = i0 + j * WG;
+            if (i < n) {
+                let at = base + vec4<u32>(i, 0u, 0u, 0u);
+                store_d(addr(p.d, at), (load_a(addr(p.a, at)) - mean) * scale * weight_at(at));
+            }
+        }
     }
 }

@@ -52,7 +52,10 @@ pub fn encode_rows(
     let srcs: Vec<TensorId> = std::iter::once(src).chain(weight).collect();
     let (bindings, mut params) = enc.bind_all(&srcs)?;
     params.x = [eps.to_bits(), 0, 0, 0];
-    let wg = enc.workgroup(256);
+    // Up to four elements per invocation: a decode step's few rows then
+    // take one pass of loads, not a chain of them.
+    let n = enc.graph.layout(src).ne[0] as u32;
+    let wg = enc.workgroup(n.div_ceil(4).next_power_of_two().clamp(64, 1024));
     let rows = enc.graph.layout(src).n_rows() as u32;
     Ok(vec![Dispatch {
         key: key(enc, name, &srcs, body, defs, true, wg),
