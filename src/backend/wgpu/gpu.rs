@@ -59,6 +59,7 @@ const WANTED: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::SHADER_F16)
     .union(wgpu::Features::IMMEDIATES)
     .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
     .union(wgpu::Features::PIPELINE_CACHE);
 
 fn instance() -> wgpu::Instance {

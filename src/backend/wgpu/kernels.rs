@@ -229,16 +229,36 @@ pub fn uniform_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     })
 }
 
+/// Runtime checks of wginfer's own kernels: no per-access bounds clamps
+/// and no loop counters injected by wgpu (which cost instructions in every
+/// inner loop); division by zero stays guarded.
+fn trusted_checks() -> wgpu::ShaderRuntimeChecks {
+    let mut checks = wgpu::ShaderRuntimeChecks::checked();
+    checks.bounds_checks = false;
+    checks.force_loop_bounding = false;
+    checks
+}
+
 fn build(dev: &Device, key: &KernelKey) -> Result<Kernel> {
     let device = &dev.gpu.device;
     let source = compose(key, dev);
     log::debug!("wgpu: compiling kernel {}", key.name);
     let immediates = dev.immediates;
     let built = dev.catch(|| {
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let desc = wgpu::ShaderModuleDescriptor {
             label: Some(&key.name),
             source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
-        });
+        };
+        let module = if dev.shader_checks {
+            device.create_shader_module(desc)
+        } else {
+            // SAFETY: the kernels are wginfer's own: each encoder binds
+            // windows that hold the tensors its kernel addresses, computed
+            // from the same shapes, and every loop runs to a bound taken
+            // from those shapes. Integer division keeps its guards, and the
+            // driver's robust buffer access applies where it is on.
+            unsafe { device.create_shader_module_trusted(desc, trusted_checks()) }
+        };
         let entries: Vec<_> = (0..=key.srcs.len() as u32).map(storage_entry).collect();
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(&key.name),

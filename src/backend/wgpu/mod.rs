@@ -12,6 +12,7 @@ mod kernels;
 mod ops;
 mod params;
 mod plan;
+mod profile;
 
 pub use buffer::WgpuBuffer;
 pub use gpu::{list_adapters, AdapterChoice, AdapterSummary};
@@ -103,6 +104,10 @@ pub(crate) struct Device {
     fold_activations: bool,
     /// Dispatches per submission (`usize::MAX`: one per split).
     submit_every: usize,
+    /// Whether kernels keep wgpu's injected bounds checks and loop bounds
+    /// (`WGINFER_SHADER_CHECKS=1`, to rule out an out-of-bounds access
+    /// when chasing a bug); off by default, as they cost time in every loop.
+    shader_checks: bool,
 }
 
 impl Device {
@@ -195,23 +200,26 @@ impl WgpuBackend {
             gpu.summary.name,
             if immediates { "immediates" } else { "uniforms" }
         );
-        Ok(WgpuBackend {
-            dev: Device {
-                memory: match (gpu.summary.memory, options.memory_limit) {
-                    (Some(have), Some(cap)) => Some(have.min(cap)),
-                    (have, cap) => have.or(cap),
-                },
-                gpu,
-                reduction,
-                immediates,
-                fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
-                fold_activations,
-                submit_every,
+        let dev = Device {
+            memory: match (gpu.summary.memory, options.memory_limit) {
+                (Some(have), Some(cap)) => Some(have.min(cap)),
+                (have, cap) => have.or(cap),
             },
+            gpu,
+            reduction,
+            immediates,
+            fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
+            shader_checks: std::env::var("WGINFER_SHADER_CHECKS").is_ok_and(|v| v.trim() != "0"),
+            fold_activations,
+            submit_every,
+        };
+        let plans = plan::PlanCache::new(profile::Profiler::from_env(&dev));
+        Ok(WgpuBackend {
+            dev,
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             transfers: buffer::Transfers::new(),
             kernels: kernels::KernelCache::default(),
-            plans: Mutex::new(plan::PlanCache::default()),
+            plans: Mutex::new(plans),
         })
     }
 
@@ -319,5 +327,15 @@ impl Backend for WgpuBackend {
 
     fn counters(&self) -> Counters {
         self.plans.lock().map(|p| p.totals).unwrap_or_default()
+    }
+}
+
+impl Drop for WgpuBackend {
+    fn drop(&mut self) {
+        if let Ok(plans) = self.plans.lock() {
+            if let Some(report) = plans.profile_report(self.dev.name()) {
+                eprint!("{report}");
+            }
+        }
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::kernels::{uniform_layout, Kernel, KernelCache, KernelKey};
 use super::params::{Params, PARAMS_SIZE};
+use super::profile::{self, Profiler};
 use super::{ops, Device, WgpuBuffer};
 use crate::backend::BufferHandle;
 use crate::graph::{Graph, TensorId};
@@ -46,7 +47,7 @@ struct Recorded {
 }
 
 struct Step {
-    pipeline: wgpu::ComputePipeline,
+    kernel: Arc<Kernel>,
     group: wgpu::BindGroup,
     params: Params,
     workgroups: [u32; 3],
@@ -79,6 +80,8 @@ type BindKey = (usize, Vec<Binding>);
 /// Per-backend state reused across runs.
 #[derive(Default)]
 pub struct PlanCache {
+    /// GPU time per kernel, when `WGINFER_PERF_LOGGER` asks for it.
+    profiler: Option<Profiler>,
     bind_groups: HashMap<BindKey, (wgpu::BindGroup, u64)>,
     recorded: Vec<Recorded>,
     uniforms: Option<Uniforms>,
@@ -133,6 +136,18 @@ impl Uniforms {
 }
 
 impl PlanCache {
+    pub fn new(profiler: Option<Profiler>) -> PlanCache {
+        PlanCache {
+            profiler,
+            ..PlanCache::default()
+        }
+    }
+
+    /// GPU time per kernel so far, when profiling.
+    pub fn profile_report(&self, device: &str) -> Option<String> {
+        self.profiler.as_ref().map(|p| p.report(device))
+    }
+
     fn bind_group(
         &mut self,
         dev: &Device,
@@ -195,7 +210,7 @@ impl PlanCache {
             let kernel = kernels.get(dev, &d.key)?;
             let group = self.bind_group(dev, &kernel, &d.bindings)?;
             steps.push(Step {
-                pipeline: kernel.pipeline.clone(),
+                kernel,
                 group,
                 params: d.params,
                 workgroups: d.workgroups,
@@ -251,9 +266,14 @@ impl PlanCache {
             dev.gpu.queue.write_buffer(&u.buffer, 0, &u.staging);
         }
         let uniforms = self.uniforms.as_ref().filter(|_| !immediates);
+        let per_submit = match self.profiler {
+            Some(_) => dev.submit_every.min(profile::MAX_DISPATCHES),
+            None => dev.submit_every,
+        };
         let mut submits = 0;
+        let mut profiled = Ok(());
         dev.catch(|| {
-            for (c, chunk) in steps.chunks(dev.submit_every).enumerate() {
+            for (c, chunk) in steps.chunks(per_submit).enumerate() {
                 let mut encoder =
                     dev.gpu
                         .device
@@ -265,9 +285,12 @@ impl PlanCache {
                         label: Some("wginfer split"),
                         timestamp_writes: None,
                     });
-                    let first = c * dev.submit_every;
+                    let first = c * per_submit;
                     for (i, step) in chunk.iter().enumerate() {
-                        pass.set_pipeline(&step.pipeline);
+                        if let Some(p) = &self.profiler {
+                            p.stamp(&mut pass, i);
+                        }
+                        pass.set_pipeline(&step.kernel.pipeline);
                         pass.set_bind_group(0, &step.group, &[]);
                         match uniforms {
                             Some(u) => pass.set_bind_group(
@@ -280,11 +303,25 @@ impl PlanCache {
                         let [x, y, z] = step.workgroups;
                         pass.dispatch_workgroups(x, y, z);
                     }
+                    if let Some(p) = &self.profiler {
+                        p.stamp(&mut pass, chunk.len());
+                    }
+                }
+                if let Some(p) = &self.profiler {
+                    p.resolve(&mut encoder, chunk.len());
                 }
                 dev.gpu.queue.submit([encoder.finish()]);
                 submits += 1;
+                if let Some(p) = self.profiler.as_mut().filter(|_| profiled.is_ok()) {
+                    let names: Vec<&str> = chunk.iter().map(|s| s.kernel.name.as_str()).collect();
+                    profiled = p.collect(dev, &names);
+                }
             }
         })?;
+        profiled?;
+        if let Some(p) = self.profiler.as_mut() {
+            p.count_run();
+        }
         self.last_stats.submits = submits;
         self.totals.dispatches += n as u64;
         self.totals.submits += submits as u64;
