@@ -389,8 +389,14 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
             g.set_name(kq, format!("kq_soft_max-{il}"))?;
             let kqv = g.mul_mat(v_all, kq)?;
             g.set_name(kqv, format!("kqv-{il}"))?;
-            let merged = g.permute(kqv, [0, 2, 1, 3])?;
-            g.cont(merged)?
+            if n == 1 {
+                // [hd, 1, heads] holds its values in the merged order
+                // already: the copy would be a dispatch that moves nothing.
+                kqv
+            } else {
+                let merged = g.permute(kqv, [0, 2, 1, 3])?;
+                g.cont(merged)?
+            }
         };
         g.set_name(merged, format!("kqv_out-{il}"))?;
         let merged = g.reshape(merged, &[c.n_embd_q(), n])?;
