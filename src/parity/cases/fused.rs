@@ -1,6 +1,6 @@
 //! Node pairs that the wgpu backend computes in one dispatch (norm × weight,
 //! causal mask + soft_max, silu × up, rope into a cache by copy or by rows,
-//! mat-vec + residual, norm × weight folded into a mat-vec),
+//! mat-vec + residual, norm × weight, silu × up or soft_max folded into a mat-vec),
 //! each also in a form where the first node has a second reader, so it must
 //! not be fused away.
 
@@ -163,6 +163,41 @@ pub fn cases() -> Result<Vec<Case>> {
             let name = format!(
                 "SILU_MUL_MUL_MAT(type_a={type_a},m={m},n={n},k={ff},residual={}{twice})",
                 u8::from(residual)
+            );
+            cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
+        }
+        // soft_max of one query's scores per head weighing V, as a decode
+        // step's attention: one mat-vec computing the weights as it loads them.
+        for (kv_type, n_kv, hd, n_head, n_head_kv, masked) in [
+            (DType::F16, 256, 64, 9, 3, true),
+            (DType::F16, 77, 64, 4, 4, false),
+            (DType::F32, 300, 128, 8, 2, true),
+        ] {
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let scores = b.uniform(DType::F32, &[n_kv, 1, n_head], -4.0, 4.0)?;
+            let v = b.uniform(kv_type, &[n_kv, hd, n_head_kv], -1.0, 1.0)?;
+            let mask = if masked {
+                // The keys past a decode step's position are hidden.
+                let id = b.g.input("mask", DType::F32, &[n_kv, 1])?;
+                let seen = n_kv - n_kv / 3;
+                let values = (0..n_kv)
+                    .map(|j| if j < seen { 0.0 } else { f32::NEG_INFINITY })
+                    .collect();
+                b.push_f32(id, values);
+                Some(id)
+            } else {
+                None
+            };
+            let weights = b.g.soft_max(scores, mask, 0.125)?;
+            let mut out = b.g.mul_mat(v, weights)?;
+            if read_twice {
+                let again = b.g.mul_mat(v, weights)?;
+                out = b.g.add(out, again)?;
+            }
+            let name = format!(
+                "SOFT_MAX_MUL_MAT(type_v={kv_type},kv={n_kv},hd={hd},nh={n_head},nr={},mask={}{twice})",
+                n_head / n_head_kv,
+                u8::from(masked)
             );
             cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
         }

@@ -77,6 +77,25 @@ pub fn silu_mul_into_mat_vec(
         })
 }
 
+/// Whether the soft_max `sm` and the mat-vec `mm` weighing V by it run as
+/// one mat-vec that computes the weights as it loads them (a decode step's
+/// attention): the soft_max has that one reader.
+pub fn softmax_into_mat_vec(
+    dev: &Device,
+    graph: &Graph,
+    sm: TensorId,
+    mm: TensorId,
+    readers: &mut impl FnMut(TensorId) -> u32,
+) -> bool {
+    let n = graph.node(sm);
+    matches!((n.op, graph.node(mm).op), (Op::SoftMax { .. }, Op::MulMat))
+        && !n.is_output
+        && n.view_of.is_none()
+        && mul_mat::softmax_fits(dev, graph, sm, mm)
+        && [sm, mm].iter().all(|&t| supports(dev, graph, t))
+        && readers(sm) == 1
+}
+
 /// What folding `first` and `mul` into the mat-vec `mm` needs beyond the
 /// ops' kinds: neither is an output or a view, the kernel `fits`, the device
 /// runs all three, and `mm` is the only reader of each.

@@ -107,6 +107,13 @@ pub fn encode_all(
                 continue;
             }
         }
+        if let (true, Some(mm)) = (dev.fuse && dev.fold_activations, next) {
+            if fuse::softmax_into_mat_vec(dev, graph, id, mm, &mut readers_of) {
+                out.extend(mul_mat::encode_softmaxed(&encoder(mm), id)?);
+                fused_away = [Some(mm), None, None];
+                continue;
+            }
+        }
         let fusion = next
             .filter(|_| dev.fuse)
             .and_then(|next| fuse::find(dev, graph, id, next, || readers_of(id)));

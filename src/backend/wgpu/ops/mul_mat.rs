@@ -40,6 +40,7 @@ const X_SILU_MUL: &str =
     \x20   let g = load_b(byte);\n\
     \x20   return g / (1.0 + exp(-g)) * load_b(byte + p.y.z);\n}\n";
 const X_NORMED: &str = include_str!("../../../../wgsl/mul_mat_vec_norm.wgsl");
+const X_SOFTMAXED: &str = include_str!("../../../../wgsl/mul_mat_vec_softmax.wgsl");
 
 /// A fused prologue: which norm, and the byte size of its weight's elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +51,8 @@ pub enum Prologue {
     Norm { center: bool, weight_bytes: usize },
     /// silu of the gate, times up.
     SiluMul,
+    /// soft_max of one column per head, with a one-row mask or none.
+    SoftMax { masked: bool },
 }
 
 impl Prologue {
@@ -61,12 +64,13 @@ impl Prologue {
                 weight_bytes,
             } => 1 + usize::from(center) * 2 + usize::from(weight_bytes == 2),
             Prologue::SiluMul => 5,
+            Prologue::SoftMax { masked } => 6 + usize::from(masked),
         }
     }
 }
 
 /// The constants and functions of each [`Prologue`], by [`Prologue::index`].
-const PROLOGUES: [(&str, &str); 6] = [
+const PROLOGUES: [(&str, &str); PROLOGUE_COUNT] = [
     ("", X_AS_IS),
     (
         "const CENTER: bool = false;\nconst W_ES: u32 = 4u;\n",
@@ -85,7 +89,13 @@ const PROLOGUES: [(&str, &str); 6] = [
         X_NORMED,
     ),
     ("", X_SILU_MUL),
+    ("fn mask_at(k: u32) -> f32 { return 0.0; }\n", X_SOFTMAXED),
+    (
+        "fn mask_at(k: u32) -> f32 { return load_c(p.y.x + k * 4u); }\n",
+        X_SOFTMAXED,
+    ),
 ];
+const PROLOGUE_COUNT: usize = 8;
 /// Columns per workgroup of the mat-vec kernel's variants.
 const VEC_COLS: [usize; 3] = [1, 2, 4];
 const COLS_CONST: [&str; 3] = [
@@ -120,18 +130,17 @@ const fn vec_body(sums: usize, cols: usize, residual: bool, prologue: usize) -> 
     ]
 }
 
-const fn bodies_for(sums: usize, cols: usize, residual: bool) -> [Body; 6] {
-    [
-        vec_body(sums, cols, residual, 0),
-        vec_body(sums, cols, residual, 1),
-        vec_body(sums, cols, residual, 2),
-        vec_body(sums, cols, residual, 3),
-        vec_body(sums, cols, residual, 4),
-        vec_body(sums, cols, residual, 5),
-    ]
+const fn bodies_for(sums: usize, cols: usize, residual: bool) -> [Body; PROLOGUE_COUNT] {
+    let mut out = [vec_body(sums, cols, residual, 0); PROLOGUE_COUNT];
+    let mut i = 1;
+    while i < PROLOGUE_COUNT {
+        out[i] = vec_body(sums, cols, residual, i);
+        i += 1;
+    }
+    out
 }
 
-const fn bodies_for_sums(sums: usize) -> [[[Body; 6]; 2]; 3] {
+const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; 2]; 3] {
     [
         [bodies_for(sums, 0, false), bodies_for(sums, 0, true)],
         [bodies_for(sums, 1, false), bodies_for(sums, 1, true)],
@@ -140,7 +149,7 @@ const fn bodies_for_sums(sums: usize) -> [[[Body; 6]; 2]; 3] {
 }
 
 /// Every mat-vec variant: `[sums][cols][residual][prologue]`.
-static VEC_BODIES: [[[[Body; 6]; 2]; 3]; 2] = [bodies_for_sums(0), bodies_for_sums(1)];
+static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 2]; 3]; 2] = [bodies_for_sums(0), bodies_for_sums(1)];
 
 /// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
@@ -397,6 +406,26 @@ pub fn norm_fits(dev: &Device, graph: &Graph, norm: TensorId, mul: TensorId, mm:
         && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
 }
 
+/// Whether the soft_max `sm` (of f32 scores with one column per head, the
+/// scores of a decode step, and an f32 mask of one row or none) can be
+/// folded into the mat-vec `mm` that weighs V by it.
+pub fn softmax_fits(dev: &Device, graph: &Graph, sm: TensorId, mm: TensorId) -> bool {
+    let (s, p) = (graph.node(sm), graph.node(mm));
+    let scores = graph.layout(s.src[0]);
+    let mask_fits = s.src.get(1).is_none_or(|&mask| {
+        let l = graph.layout(mask);
+        l.dtype == DType::F32 && l.nb[0] == 4 && l.ne[0] == scores.ne[0]
+    });
+    p.src[1] == sm
+        && p.src[0] != sm
+        && scores.dtype == DType::F32
+        && scores.ne[1] == 1
+        && scores.ne == s.layout.ne
+        && mask_fits
+        && fold_is_cheap(graph, mm)
+        && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
+}
+
 /// Whether `silu` of a gate, the `mul` by up and the mat-vec `mm` reading
 /// the product can run as one mat-vec that computes `silu(gate) * up` as it
 /// loads its activations: gate and up are f32 views of one buffer with the
@@ -464,9 +493,17 @@ pub fn encode_normed(enc: &OpEncoder, norm: TensorId, mul: TensorId) -> Result<V
     encode_product(enc, enc.id, None, Some(Activation::Norm(norm, mul)))
 }
 
+/// `enc`'s node, a mat-vec of `soft_max(scores)` (the node `sm`),
+/// computed from the scores in one dispatch; see [`softmax_fits`].
+pub fn encode_softmaxed(enc: &OpEncoder, sm: TensorId) -> Result<Vec<Dispatch>> {
+    encode_product(enc, enc.id, None, Some(Activation::SoftMax(sm)))
+}
+
 /// Nodes before a mat-vec that it computes as it loads its activations.
 #[derive(Clone, Copy)]
 enum Activation {
+    /// A soft_max node.
+    SoftMax(TensorId),
     /// A norm node and the mul by its weight.
     Norm(TensorId, TensorId),
     /// A silu node (of the gate) and the mul by up.
@@ -484,7 +521,9 @@ fn encode_product(
 ) -> Result<Vec<Dispatch>> {
     let a = enc.graph.node(mm).src[0];
     let b = match activation {
-        Some(Activation::Norm(first, _) | Activation::SiluMul(first, _)) => {
+        Some(
+            Activation::Norm(first, _) | Activation::SiluMul(first, _) | Activation::SoftMax(first),
+        ) => {
             enc.graph.node(first).src[0]
         }
         None => enc.graph.node(mm).src[1],
@@ -516,6 +555,21 @@ fn encode_product(
         // (wrapping: u32 arithmetic in the kernel wraps the same way).
         params.y[2] = (up.offset as u64).wrapping_sub(gate.offset as u64) as u32;
         prologue = Prologue::SiluMul;
+    } else if let Some(Activation::SoftMax(sm)) = activation {
+        let Op::SoftMax { scale } = enc.graph.node(sm).op else {
+            return Err(enc.device.error("a soft_max fold of another op"));
+        };
+        params.y = [0, scale.to_bits(), 0, 0];
+        let mask = enc.graph.node(sm).src.get(1).copied();
+        if let Some(mask) = mask {
+            let (binding, at) = enc.bind(mask)?;
+            bindings.insert(2, binding);
+            params.y[0] = at.offset;
+            srcs.push(mask);
+        }
+        prologue = Prologue::SoftMax {
+            masked: mask.is_some(),
+        };
     } else if let Some(Activation::Norm(norm, mul)) = activation {
         let (center, eps) = match enc.graph.node(norm).op {
             Op::Norm { eps } => (true, eps),
@@ -543,6 +597,7 @@ fn encode_product(
         (false, Prologue::Norm { center: false, .. }) => "rms_norm_mul_mat",
         (false, Prologue::Norm { center: true, .. }) => "norm_mul_mat",
         (false, Prologue::SiluMul) => "silu_mul_mul_mat",
+        (false, Prologue::SoftMax { .. }) => "soft_max_mul_mat",
     };
     let key = match kind {
         Kind::Tiled if residual.is_none() && prologue == Prologue::None => {
