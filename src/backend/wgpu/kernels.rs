@@ -252,11 +252,12 @@ fn build(dev: &Device, key: &KernelKey) -> Result<Kernel> {
         let module = if dev.shader_checks {
             device.create_shader_module(desc)
         } else {
-            // SAFETY: the kernels are wginfer's own: each encoder binds
-            // windows that hold the tensors its kernel addresses, computed
-            // from the same shapes, and every loop runs to a bound taken
-            // from those shapes. Integer division keeps its guards, and the
-            // driver's robust buffer access applies where it is on.
+            // SAFETY: only on Vulkan unless asked (see Device::shader_checks),
+            // where robust buffer access keeps reads and writes inside their
+            // bindings (the last unit of a float row may read a few values
+            // past it; they are discarded). Every loop of wginfer's kernels
+            // runs to a bound taken from the tensors' shapes, and integer
+            // division keeps its guards.
             unsafe { device.create_shader_module_trusted(desc, trusted_checks()) }
         };
         let entries: Vec<_> = (0..=key.srcs.len() as u32).map(storage_entry).collect();

@@ -104,9 +104,10 @@ pub(crate) struct Device {
     fold_activations: bool,
     /// Dispatches per submission (`usize::MAX`: one per split).
     submit_every: usize,
-    /// Whether kernels keep wgpu's injected bounds checks and loop bounds
-    /// (`WGINFER_SHADER_CHECKS=1`, to rule out an out-of-bounds access
-    /// when chasing a bug); off by default, as they cost time in every loop.
+    /// Whether kernels keep wgpu's injected bounds checks and loop bounds:
+    /// off on Vulkan, whose robust buffer access already keeps every access
+    /// inside its binding, as they cost time in every loop;
+    /// `WGINFER_SHADER_CHECKS=1` or `0` decides on any backend.
     shader_checks: bool,
 }
 
@@ -200,6 +201,13 @@ impl WgpuBackend {
             gpu.summary.name,
             if immediates { "immediates" } else { "uniforms" }
         );
+        // Vulkan devices check every access themselves (wgpu turns on
+        // robust buffer access), so wgpu's own checks only cost time there;
+        // elsewhere they stay unless asked off.
+        let shader_checks = match std::env::var("WGINFER_SHADER_CHECKS") {
+            Ok(v) => v.trim() != "0",
+            Err(_) => gpu.summary.backend != "Vulkan",
+        };
         let dev = Device {
             memory: match (gpu.summary.memory, options.memory_limit) {
                 (Some(have), Some(cap)) => Some(have.min(cap)),
@@ -209,7 +217,7 @@ impl WgpuBackend {
             reduction,
             immediates,
             fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
-            shader_checks: std::env::var("WGINFER_SHADER_CHECKS").is_ok_and(|v| v.trim() != "0"),
+            shader_checks,
             fold_activations,
             submit_every,
         };
