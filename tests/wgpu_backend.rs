@@ -269,3 +269,38 @@ fn the_same_graph_run_again_is_not_encoded_again() {
     gpu.compute(&g, &g.compute_order()).unwrap();
     assert!(gpu.last_run_stats().encoded);
 }
+
+#[test]
+fn the_perf_logger_times_every_kernel_of_a_run() {
+    use wginfer::backend::wgpu::WgpuOptions;
+    let Some(gpu) = common::gpu_with(&WgpuOptions {
+        perf_logger: Some(true),
+        ..WgpuOptions::default()
+    }) else {
+        return;
+    };
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[64, 2]).unwrap();
+    let y = g.scale(x, 2.0).unwrap();
+    let z = g.rms_norm(y, 1e-5).unwrap();
+    g.set_output(z).unwrap();
+    gpu.allocate_graph(&mut g).unwrap();
+    gpu.write_f32(&g, x, &[0.5; 128]).unwrap();
+    for _ in 0..3 {
+        gpu.compute(&g, &g.compute_order()).unwrap();
+    }
+    // Timed runs compute what untimed ones do.
+    let out = gpu.read_f32(&g, z).unwrap();
+    assert!(out.iter().all(|v| (v - 1.0).abs() < 1e-3), "{out:?}");
+    let report = gpu
+        .perf_report()
+        .expect("the device writes timestamps inside passes");
+    assert!(report.contains("over 3 runs"), "{report}");
+    for kernel in ["scale", "rms_norm"] {
+        let line = report
+            .lines()
+            .find(|l| l.contains(kernel))
+            .unwrap_or_else(|| panic!("no {kernel} line in {report}"));
+        assert!(line.contains("1.0 launches/run"), "{line}");
+    }
+}

@@ -79,6 +79,11 @@ pub struct WgpuOptions {
     /// [`SUBMIT_EVERY`] on GPUs and one submission per split on CPUs.
     /// `Some(0)` means one submission per split.
     pub submit_every: Option<usize>,
+    /// Time each kernel on the GPU (see [`WgpuBackend::perf_report`]);
+    /// the default (`None`) follows `WGINFER_PERF_LOGGER`. Each submission
+    /// then waits for its timestamps: for finding where time goes, not for
+    /// measuring speed.
+    pub perf_logger: Option<bool>,
 }
 
 /// Default dispatches per submission on a GPU (see
@@ -221,7 +226,7 @@ impl WgpuBackend {
             fold_activations,
             submit_every,
         };
-        let plans = plan::PlanCache::new(profile::Profiler::from_env(&dev));
+        let plans = plan::PlanCache::new(profile::Profiler::new(&dev, options.perf_logger));
         Ok(WgpuBackend {
             dev,
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
@@ -244,6 +249,17 @@ impl WgpuBackend {
     /// The reduction variant in use (`Subgroup` or `Workgroup`).
     pub fn reduction(&self) -> Reduction {
         self.dev.reduction
+    }
+
+    /// GPU time per kernel so far, most expensive first, when the backend
+    /// was opened with [`WgpuOptions::perf_logger`] (or
+    /// `WGINFER_PERF_LOGGER=1`) on a device that can time dispatches; it is
+    /// also printed to stderr when the backend is dropped.
+    pub fn perf_report(&self) -> Option<String> {
+        self.plans
+            .lock()
+            .ok()
+            .and_then(|p| p.profile_report(self.dev.name()))
     }
 
     /// Dispatches and submits of the most recent [`Backend::compute`].

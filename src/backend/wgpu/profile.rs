@@ -1,6 +1,7 @@
 //! GPU time per kernel, from timestamps written between dispatches (like
 //! llama.cpp's `GGML_VK_PERF_LOGGER`). Turned on by `WGINFER_PERF_LOGGER=1`
-//! where the device can write timestamps inside compute passes; each
+//! (or [`WgpuOptions::perf_logger`](super::WgpuOptions::perf_logger)) where
+//! the device can write timestamps inside compute passes; each
 //! submission then waits for its timestamps, so this is for finding where
 //! GPU time goes, not for measuring speed. The totals are printed to stderr
 //! when the backend is dropped.
@@ -30,10 +31,11 @@ pub struct Profiler {
 }
 
 impl Profiler {
-    /// A profiler when `WGINFER_PERF_LOGGER` asks for one and the device can
-    /// time dispatches.
-    pub fn from_env(dev: &Device) -> Option<Profiler> {
-        let wanted = std::env::var("WGINFER_PERF_LOGGER").is_ok_and(|v| v.trim() != "0");
+    /// A profiler when `wanted` (else when `WGINFER_PERF_LOGGER` asks for
+    /// one) and the device can time dispatches.
+    pub fn new(dev: &Device, wanted: Option<bool>) -> Option<Profiler> {
+        let wanted = wanted
+            .unwrap_or_else(|| std::env::var("WGINFER_PERF_LOGGER").is_ok_and(|v| v.trim() != "0"));
         if !wanted {
             return None;
         }

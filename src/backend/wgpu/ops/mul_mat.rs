@@ -523,9 +523,7 @@ fn encode_product(
     let b = match activation {
         Some(
             Activation::Norm(first, _) | Activation::SiluMul(first, _) | Activation::SoftMax(first),
-        ) => {
-            enc.graph.node(first).src[0]
-        }
+        ) => enc.graph.node(first).src[0],
         None => enc.graph.node(mm).src[1],
     };
     let dtype = enc.graph.layout(a).dtype;
