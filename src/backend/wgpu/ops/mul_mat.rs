@@ -39,7 +39,10 @@ const X_SILU_MUL: &str =
     fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {\n\
     \x20   let g = load_b(byte);\n\
     \x20   return g / (1.0 + exp(-g)) * load_b(byte + p.y.z);\n}\n";
-const X_NORMED: &str = include_str!("../../../../wgsl/mul_mat_vec_norm.wgsl");
+const X_NORMED: &str = concat!(
+    include_str!("../../../../wgsl/norm_stats.wgsl"),
+    include_str!("../../../../wgsl/mul_mat_vec_norm.wgsl")
+);
 const X_SOFTMAXED: &str = include_str!("../../../../wgsl/mul_mat_vec_softmax.wgsl");
 
 /// A fused prologue: which norm, and the byte size of its weight's elements.

@@ -6,7 +6,10 @@ use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
 
-const NORM: &str = include_str!("../../../../wgsl/norm.wgsl");
+const NORM: &str = concat!(
+    include_str!("../../../../wgsl/norm_stats.wgsl"),
+    include_str!("../../../../wgsl/norm.wgsl")
+);
 // Without a weight the scale is 1 (exact); with one, each value is
 // multiplied by the weight broadcast over the rows, as a following mul does.
 const UNWEIGHTED: &[&str] = &["fn weight_at(i: vec4<u32>) -> f32 { return 1.0; }\n", NORM];
