@@ -17,7 +17,7 @@ pub struct BlockQ4_0 {
     pub qs: [u8; 16],
 }
 
-const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<BlockQ4_0>() == DType::Q4_0.block_bytes());
 
 impl BlockQ4_0 {
     /// The signed codes (-8..7) of value `j` and value `j + 16`.

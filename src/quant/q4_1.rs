@@ -19,7 +19,7 @@ pub struct BlockQ4_1 {
     pub qs: [u8; 16],
 }
 
-const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(size_of::<BlockQ4_1>() == DType::Q4_1.block_bytes());
 
 impl BlockQ4_1 {
     /// The codes (0..15) of value `j` and value `j + 16`.

@@ -26,7 +26,7 @@ pub struct BlockQ6K {
     pub d: f16,
 }
 
-const _: () = assert!(size_of::<BlockQ6K>() == 210);
+const _: () = assert!(size_of::<BlockQ6K>() == DType::Q6K.block_bytes());
 
 /// The four codes (-32..31) that share `ql[l]`, `ql[l + 32]` and `qh[l]` of one
 /// half; they belong to values `l`, `l + 32`, `l + 64` and `l + 96` of it.

@@ -14,7 +14,7 @@ pub struct BlockQ8_0 {
     pub qs: [i8; 32],
 }
 
-const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ8_0>() == DType::Q8_0.block_bytes());
 
 impl QuantBlock for BlockQ8_0 {
     const DTYPE: DType = DType::Q8_0;
