@@ -13,7 +13,8 @@
 // and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder, and so does
 // `epilogue(sum, byte)`, which turns a row's sum into the stored value: the
 // sum itself, or the sum plus a residual (a fused `add`); and
-// `col_stats(column)` with `x_value(byte, k, stats)`, which give the
+// `col_stats(column)` with `x_value(byte, k, stats)` (and `x_quad` for
+// four values from a 16-byte aligned byte), which give the
 // activation multiplied: b's value itself, or (a fused norm x weight) that
 // value normalised with its column's mean and scale and multiplied by the
 // norm's weight, or (a fused silu x up) silu of it times the up value.
@@ -29,6 +30,14 @@ fn x_at(xrow: u32, u: u32, i: u32, st: vec2<f32>) -> f32 {
 }
 
 fn x_unit(xrow: u32, u: u32, st: vec2<f32>) -> Unit {
+    // Weights 0..4 and 4..8 of a quantized unit have consecutive elements;
+    // when the encoder found the activations 16-byte aligned (p.y.w), each
+    // four are one vec4 load instead of four.
+    if (X_QUADS && p.y.w != 0u) {
+        let k0 = x_elem(u, 0u);
+        let k1 = x_elem(u, 4u);
+        return Unit(x_quad(xrow + 4u * k0, k0, st), x_quad(xrow + 4u * k1, k1, st));
+    }
     return Unit(
         vec4<f32>(x_at(xrow, u, 0u, st), x_at(xrow, u, 1u, st), x_at(xrow, u, 2u, st), x_at(xrow, u, 3u, st)),
         vec4<f32>(x_at(xrow, u, 4u, st), x_at(xrow, u, 5u, st), x_at(xrow, u, 6u, st), x_at(xrow, u, 7u, st)),

@@ -15,3 +15,18 @@ fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> {
 fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {
     return (load_b(byte) - st.x) * st.y * load_c(p.y.x + k * W_ES);
 }
+
+// Weights k..k+4 (their bytes 16-aligned for f32, 8-aligned for f16).
+fn weight_quad(k: u32) -> vec4<f32> {
+    let at = p.y.x + k * W_ES;
+    let w = c_quad(at);
+    if (W_ES == 4u) {
+        return bitcast<vec4<f32>>(w);
+    }
+    let h = select(w.xy, w.zw, (at & 8u) != 0u);
+    return vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y));
+}
+
+fn x_quad(byte: u32, k: u32, st: vec2<f32>) -> vec4<f32> {
+    return (bitcast<vec4<f32>>(b_quad(byte)) - st.x) * st.y * weight_quad(k);
+}

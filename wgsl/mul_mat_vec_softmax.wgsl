@@ -2,8 +2,9 @@
 // one column per head (a decode step's attention weights times V): each
 // column's max and the inverse of its sum come from the same reductions as
 // softmax.wgsl's, and each activation becomes exp(x * scale + mask - max)
-// times that inverse. The encoder defines `mask_at(k)`: 0, or the mask
-// (binding c, f32) of one row, shared by every column. p.y: the mask's offset in its binding, scale
+// times that inverse. The encoder defines `mask_at(k)` and `mask_quad(k)`
+// (four values): 0, or the mask (binding c, f32) of one row, shared by
+// every column. p.y: the mask's offset in its binding, scale
 // (f32 bits).
 
 fn logit(byte: u32, k: u32) -> f32 {
@@ -38,4 +39,9 @@ fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> {
 
 fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {
     return exp(logit(byte, k) - st.x) * st.y;
+}
+
+fn x_quad(byte: u32, k: u32, st: vec2<f32>) -> vec4<f32> {
+    let logits = bitcast<vec4<f32>>(b_quad(byte)) * bitcast<f32>(p.y.y) + mask_quad(k);
+    return exp(logits - st.x) * st.y;
 }

@@ -10,6 +10,10 @@ use crate::{Error, Result};
 
 /// wgpu copies move whole 4-byte words.
 const WORD: usize = wgpu::COPY_BUFFER_ALIGNMENT as usize;
+/// Buffers are allocated in whole 16-byte words: kernels may bind their
+/// activations as `array<vec4<u32>>` (one load for four values), which
+/// needs bindings of whole vec4s. A multiple of wgpu's 4-byte copy unit.
+pub(super) const VEC4_BYTES: usize = 16;
 /// Bytes handed to the queue before a submit lets wgpu recycle its staging
 /// memory: a large weight upload never holds a second full copy.
 const UPLOAD_CHUNK: usize = 64 << 20;
@@ -63,7 +67,7 @@ impl Transfers {
         owner: u64,
     ) -> Result<WgpuBuffer> {
         let limit = dev.gpu.limits.max_buffer_size as usize;
-        let padded = round_up(size.max(1), WORD);
+        let padded = round_up(size.max(1), VEC4_BYTES);
         if padded > limit {
             return Err(Error::OutOfMemory(format!(
                 "{}: a buffer of {size} bytes exceeds the device's {limit}-byte buffer limit",

@@ -40,9 +40,24 @@ pub struct KernelKey {
     pub reduces: bool,
     /// Invocations per workgroup (a power of two).
     pub workgroup: u32,
+    /// Whether the sources after the first are bound a second time, after
+    /// the destination, as vec4 words, so the kernel can load four aligned
+    /// values at once (`<name>_quad`).
+    pub wide: bool,
 }
 
 impl KernelKey {
+    /// Storage bindings: the sources, the destination, then the sources'
+    /// vec4 views when [`KernelKey::wide`].
+    pub fn binding_count(&self) -> usize {
+        let views = if self.wide {
+            self.srcs.len().saturating_sub(1)
+        } else {
+            0
+        };
+        self.srcs.len() + 1 + views
+    }
+
     fn text_ids(&self) -> (usize, usize, usize, usize) {
         (
             self.body.as_ptr() as usize,
@@ -61,6 +76,7 @@ impl PartialEq for KernelKey {
             && self.dst == other.dst
             && self.reduces == other.reduces
             && self.workgroup == other.workgroup
+            && self.wide == other.wide
     }
 }
 
@@ -74,6 +90,7 @@ impl std::hash::Hash for KernelKey {
         self.dst.hash(state);
         self.reduces.hash(state);
         self.workgroup.hash(state);
+        self.wide.hash(state);
     }
 }
 
@@ -161,6 +178,19 @@ fn compose(key: &KernelKey, dev: &Device) -> String {
         source_helpers(&mut s, i, SOURCE_NAMES[i], t);
     }
     dest_helpers(&mut s, key.srcs.len(), key.dst);
+    if key.wide {
+        // Second views of the sources after the first, bound after the
+        // destination, for 16-byte loads; scalar loads keep the word views
+        // (indexing a vec4 array for one word costs more on some drivers).
+        for (i, name) in SOURCE_NAMES.iter().enumerate().take(key.srcs.len()).skip(1) {
+            let _ = writeln!(
+                s,
+                "@group(0) @binding({}) var<storage, read_write> {name}4: array<vec4<u32>>;\n\
+                 fn {name}_quad(byte: u32) -> vec4<u32> {{ return {name}4[byte >> 4u]; }}",
+                key.srcs.len() + i
+            );
+        }
+    }
     match (key.reduces, dev.reduction) {
         (true, Reduction::Subgroup) => s.push_str(REDUCE_SUBGROUP),
         (true, _) => {
@@ -260,7 +290,7 @@ fn build(dev: &Device, key: &KernelKey) -> Result<Kernel> {
             // division keeps its guards.
             unsafe { device.create_shader_module_trusted(desc, trusted_checks()) }
         };
-        let entries: Vec<_> = (0..=key.srcs.len() as u32).map(storage_entry).collect();
+        let entries: Vec<_> = (0..key.binding_count() as u32).map(storage_entry).collect();
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(&key.name),
             entries: &entries,

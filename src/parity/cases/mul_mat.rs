@@ -160,6 +160,31 @@ pub fn cases() -> Result<Vec<Case>> {
     specs.push(Spec::new(DType::F16, 4096, 1, 4096));
     let mut cases = collect(specs, 9000)?;
     cases.extend(transposed()?);
+    cases.extend(unaligned_activations()?);
+    Ok(cases)
+}
+
+/// Block-type weights times activations that start one element into a
+/// longer row, so no column is 16-byte aligned and the wgpu mat-vec loads
+/// them one by one instead of four at a time.
+fn unaligned_activations() -> Result<Vec<Case>> {
+    let mut cases = Vec::new();
+    for (i, ta) in TYPES.into_iter().skip(2).enumerate() {
+        for n in [1, 3] {
+            let mut b = CaseBuilder::new(9600 + 4 * i as u64 + n as u64);
+            let (m, k) = (20, 512);
+            let a = b.uniform(ta, &[k, m], -1.0, 1.0)?;
+            let stored = b.uniform(DType::F32, &[k + 1, n], -1.0, 1.0)?;
+            let nb = b.g.layout(stored).nb;
+            let x = b.g.view(stored, &[k, n], &nb[1..2], 4)?;
+            let out = b.g.mul_mat(a, x)?;
+            let name = format!(
+                "MUL_MAT(type_a={},type_b=f32,m={m},n={n},k={k},b=offset by one)",
+                ta.name()
+            );
+            cases.push(b.case("mul_mat", name, out, NMSE_MUL_MAT));
+        }
+    }
     Ok(cases)
 }
 

@@ -190,6 +190,13 @@ fn addressable(dev: &Device, layout: &Layout) -> bool {
             .all(|&nb| nb % unit == 0 && nb <= u32::MAX as usize)
 }
 
+const VEC4: u64 = super::buffer::VEC4_BYTES as u64;
+
+/// The largest binding window: the device's limit in whole vec4s.
+pub fn max_binding_bytes(dev: &Device) -> u64 {
+    dev.gpu.limits.max_storage_buffer_binding_size / VEC4 * VEC4
+}
+
 /// What an encoder needs to know about the node it encodes.
 pub struct OpEncoder<'a> {
     pub device: &'a Device,
@@ -220,11 +227,12 @@ impl OpEncoder<'_> {
         let layout = self.graph.layout(t);
         let limits = &self.device.gpu.limits;
         let total = buf.buffer.size();
-        let max = limits.max_storage_buffer_binding_size / 4 * 4;
+        let max = max_binding_bytes(self.device);
         let start = if total <= max {
             0
         } else {
-            let align = limits.min_storage_buffer_offset_alignment as u64;
+            // Whole vec4s, so a kernel may bind the window as vec4 words.
+            let align = u64::from(limits.min_storage_buffer_offset_alignment).max(VEC4);
             data.offset as u64 / align * align
         };
         let size = (total - start).min(max);
@@ -326,6 +334,22 @@ pub fn key(
     reduces: bool,
     workgroup: u32,
 ) -> KernelKey {
+    key_wide(enc, op, srcs, body, defs, reduces, workgroup, false)
+}
+
+/// [`key`], with the sources after the first bound as vec4 words when
+/// `wide` (see [`KernelKey::wide`]).
+#[allow(clippy::too_many_arguments)]
+pub fn key_wide(
+    enc: &OpEncoder,
+    op: &str,
+    srcs: &[TensorId],
+    body: &'static [&'static str],
+    defs: &'static str,
+    reduces: bool,
+    workgroup: u32,
+    wide: bool,
+) -> KernelKey {
     let types: Vec<DType> = srcs.iter().map(|&s| enc.graph.layout(s).dtype).collect();
     let dst = enc.graph.layout(enc.id).dtype;
     let variant = if reduces {
@@ -344,5 +368,6 @@ pub fn key(
         dst,
         reduces,
         workgroup,
+        wide,
     }
 }

@@ -13,7 +13,8 @@
 //! f32/f16 weights may have any element stride (transposed views run, just
 //! slower); quantized weights need dense rows (ggml cannot make others).
 
-use super::{key, OpEncoder};
+use super::{key, key_wide, OpEncoder};
+use crate::backend::wgpu::params::Params;
 use crate::backend::wgpu::plan::Dispatch;
 use crate::backend::wgpu::{Device, Reduction};
 use crate::graph::{Graph, Op, TensorId};
@@ -30,7 +31,8 @@ const STORE_SUM_PLUS_C: &str =
 /// by a weight `c` (a fused norm x weight; `wgsl/mul_mat_vec_norm.wgsl`).
 const X_AS_IS: &str =
     "fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> { return vec2<f32>(0.0, 1.0); }\n\
-    fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 { return load_b(byte); }\n";
+    fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 { return load_b(byte); }\n\
+    fn x_quad(byte: u32, k: u32, st: vec2<f32>) -> vec4<f32> { return bitcast<vec4<f32>>(b_quad(byte)); }\n";
 /// `silu(gate) * up` with gate in `b` and up `p.y.z` bytes further in the
 /// same binding (a fused silu x up of a joined gate/up product), in the
 /// binary kernel's order.
@@ -38,7 +40,10 @@ const X_SILU_MUL: &str =
     "fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> { return vec2<f32>(0.0, 1.0); }\n\
     fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {\n\
     \x20   let g = load_b(byte);\n\
-    \x20   return g / (1.0 + exp(-g)) * load_b(byte + p.y.z);\n}\n";
+    \x20   return g / (1.0 + exp(-g)) * load_b(byte + p.y.z);\n}\n\
+    fn x_quad(byte: u32, k: u32, st: vec2<f32>) -> vec4<f32> {\n\
+    \x20   let g = bitcast<vec4<f32>>(b_quad(byte));\n\
+    \x20   return g / (1.0 + exp(-g)) * bitcast<vec4<f32>>(b_quad(byte + p.y.z));\n}\n";
 const X_NORMED: &str = concat!(
     include_str!("../../../../wgsl/norm_stats.wgsl"),
     include_str!("../../../../wgsl/mul_mat_vec_norm.wgsl")
@@ -92,9 +97,14 @@ const PROLOGUES: [(&str, &str); PROLOGUE_COUNT] = [
         X_NORMED,
     ),
     ("", X_SILU_MUL),
-    ("fn mask_at(k: u32) -> f32 { return 0.0; }\n", X_SOFTMAXED),
     (
-        "fn mask_at(k: u32) -> f32 { return load_c(p.y.x + k * 4u); }\n",
+        "fn mask_at(k: u32) -> f32 { return 0.0; }\n\
+         fn mask_quad(k: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n",
+        X_SOFTMAXED,
+    ),
+    (
+        "fn mask_at(k: u32) -> f32 { return load_c(p.y.x + k * 4u); }\n\
+         fn mask_quad(k: u32) -> vec4<f32> { return bitcast<vec4<f32>>(c_quad(p.y.x + k * 4u)); }\n",
         X_SOFTMAXED,
     ),
 ];
@@ -218,6 +228,11 @@ fn defs(t: DType) -> Option<&'static str> {
                 $offset,
                 ";\n",
                 "const ROWS_EXACT: bool = ",
+                $exact,
+                ";\n",
+                // Block types also group a unit's weights in fours of
+                // consecutive elements, which the mat-vec loads as vec4s.
+                "const X_QUADS: bool = ",
                 $exact,
                 ";\n"
             )
@@ -383,11 +398,23 @@ pub fn residual_fits(dev: &Device, graph: &Graph, mm: TensorId, add: TensorId) -
 /// 8B shape, at 2^23 to 2^25, 7% slower).
 const FOLD_MAX_LOADS: usize = 1 << 22;
 
+/// [`FOLD_MAX_LOADS`], or `WGINFER_FOLD_MAX_LOADS` (a count of loads), for
+/// tuning on new devices.
+fn fold_max_loads() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var("WGINFER_FOLD_MAX_LOADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(FOLD_MAX_LOADS)
+    })
+}
+
 /// Whether the activations of the mat-vec `mm` are cheap enough to
 /// recompute in each of its workgroups.
 fn fold_is_cheap(graph: &Graph, mm: TensorId) -> bool {
     let [k, m, _, _] = graph.layout(graph.node(mm).src[0]).ne;
-    m.div_ceil(VEC_ROWS).saturating_mul(k) <= FOLD_MAX_LOADS
+    m.div_ceil(VEC_ROWS).saturating_mul(k) <= fold_max_loads()
 }
 
 /// Whether `norm` (norm or rms_norm of a row-major f32 `x`), times the 1-D
@@ -447,7 +474,7 @@ pub fn silu_mul_fits(
     let same_buffer = match (graph.data(gate), graph.data(up)) {
         (Ok(g), Ok(u)) => {
             std::sync::Arc::ptr_eq(&g.buffer, &u.buffer)
-                && g.buffer.size() as u64 <= dev.gpu.limits.max_storage_buffer_binding_size / 4 * 4
+                && g.buffer.size() as u64 <= super::max_binding_bytes(dev)
         }
         _ => false,
     };
@@ -500,6 +527,26 @@ pub fn encode_normed(enc: &OpEncoder, norm: TensorId, mul: TensorId) -> Result<V
 /// computed from the scores in one dispatch; see [`softmax_fits`].
 pub fn encode_softmaxed(enc: &OpEncoder, sm: TensorId) -> Result<Vec<Dispatch>> {
     encode_product(enc, enc.id, None, Some(Activation::SoftMax(sm)))
+}
+
+/// Whether the mat-vec may load its activations four at a time (`p.y.w`):
+/// b's rows are dense and every column starts 16-byte aligned, and so do
+/// the prologue's other operands (an f16 norm weight needs 8).
+fn quads_aligned(params: &Params, prologue: Prologue) -> bool {
+    let b = &params.b;
+    let columns_aligned = b.nb[0] == 4
+        && [b.offset, b.nb[1], b.nb[2], b.nb[3]]
+            .iter()
+            .all(|v| v.is_multiple_of(16));
+    let operands_aligned = match prologue {
+        Prologue::None => true,
+        Prologue::Norm { weight_bytes, .. } => {
+            (params.y[0] as usize).is_multiple_of(4 * weight_bytes)
+        }
+        Prologue::SiluMul => params.y[2].is_multiple_of(16),
+        Prologue::SoftMax { masked } => !masked || params.y[0].is_multiple_of(16),
+    };
+    columns_aligned && operands_aligned
 }
 
 /// Nodes before a mat-vec that it computes as it loads its activations.
@@ -591,6 +638,7 @@ fn encode_product(
             weight_bytes: enc.graph.layout(weight).dtype.block_bytes(),
         };
     }
+    params.y[3] = u32::from(quads_aligned(&params, prologue));
     let name = match (residual.is_some(), prologue) {
         (true, Prologue::SiluMul) => "silu_mul_mul_mat_add",
         (true, _) => "mul_mat_add",
@@ -609,7 +657,7 @@ fn encode_product(
                 .device
                 .error("a residual add or a norm is fused only into the mat-vec kernel"))
         }
-        Kind::Vec(i) => key(
+        Kind::Vec(i) => key_wide(
             enc,
             name,
             &srcs,
@@ -618,8 +666,14 @@ fn encode_product(
             defs,
             true,
             vec_workgroup(enc, dtype, enc.graph.layout(a).ne[0]),
+            true,
         ),
     };
+    if key.wide {
+        // The vec4 views of the sources after `a` (see KernelKey::wide).
+        let views: Vec<_> = bindings[1..srcs.len()].to_vec();
+        bindings.extend(views);
+    }
     Ok(vec![Dispatch {
         key,
         bindings,
