@@ -334,22 +334,6 @@ pub fn key(
     reduces: bool,
     workgroup: u32,
 ) -> KernelKey {
-    key_wide(enc, op, srcs, body, defs, reduces, workgroup, false)
-}
-
-/// [`key`], with the sources after the first bound as vec4 words when
-/// `wide` (see [`KernelKey::wide`]).
-#[allow(clippy::too_many_arguments)]
-pub fn key_wide(
-    enc: &OpEncoder,
-    op: &str,
-    srcs: &[TensorId],
-    body: &'static [&'static str],
-    defs: &'static str,
-    reduces: bool,
-    workgroup: u32,
-    wide: bool,
-) -> KernelKey {
     let types: Vec<DType> = srcs.iter().map(|&s| enc.graph.layout(s).dtype).collect();
     let dst = enc.graph.layout(enc.id).dtype;
     let variant = if reduces {
@@ -368,6 +352,6 @@ pub fn key_wide(
         dst,
         reduces,
         workgroup,
-        wide,
+        wide: false,
     }
 }

@@ -13,7 +13,8 @@
 //! f32/f16 weights may have any element stride (transposed views run, just
 //! slower); quantized weights need dense rows (ggml cannot make others).
 
-use super::{key, key_wide, OpEncoder};
+use super::{key, OpEncoder};
+use crate::backend::wgpu::kernels::KernelKey;
 use crate::backend::wgpu::params::Params;
 use crate::backend::wgpu::plan::Dispatch;
 use crate::backend::wgpu::{Device, Reduction};
@@ -657,17 +658,20 @@ fn encode_product(
                 .device
                 .error("a residual add or a norm is fused only into the mat-vec kernel"))
         }
-        Kind::Vec(i) => key_wide(
-            enc,
-            name,
-            &srcs,
-            &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i]
-                [usize::from(residual.is_some())][prologue.index()],
-            defs,
-            true,
-            vec_workgroup(enc, dtype, enc.graph.layout(a).ne[0]),
-            true,
-        ),
+        Kind::Vec(i) => KernelKey {
+            // Activations load through vec4 views where aligned (p.y.w).
+            wide: true,
+            ..key(
+                enc,
+                name,
+                &srcs,
+                &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i]
+                    [usize::from(residual.is_some())][prologue.index()],
+                defs,
+                true,
+                vec_workgroup(enc, dtype, enc.graph.layout(a).ne[0]),
+            )
+        },
     };
     if key.wide {
         // The vec4 views of the sources after `a` (see KernelKey::wide).
