@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::{f16_round, flat, indices, nmse, run_cpu, Fill, Rng};
+use common::{f16_round, flat, indices, nmse, run_cpu, run_on, Fill, Rng};
+use wginfer::backend::cpu::CpuBackend;
 use wginfer::graph::{Graph, RopeMode, RopeParams, TensorId};
 use wginfer::{quant, DType};
 
@@ -363,6 +364,67 @@ fn mul_mat_and_get_rows_with_quantized_weights() {
                 .collect();
             assert_close(&got, &want, 0.0, &format!("get_rows {dtype}"));
         }
+    }
+}
+
+/// The fast path (activations quantized to q8 blocks, integer dots) against
+/// the exact product of the dequantized weights, within test-backend-ops'
+/// mul_mat limit: mat-vec and mat-mat, odd row counts, batches with
+/// broadcast weights, permuted activations; types it does not take (q6_K,
+/// f16) and rows it cannot quantize (K not a multiple of 32) fall back to
+/// the reference loops.
+/// A fast-path case: weight type, K, rows, activations' shape and axes.
+type FastCase = (DType, usize, usize, [usize; 4], [usize; 4]);
+
+#[test]
+fn quantized_dots_stay_within_the_mul_mat_limit() {
+    let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
+    let mut rng = Rng::new(11);
+    let cases: [FastCase; 7] = [
+        (DType::Q4_0, 256, 13, [256, 1, 1, 1], NO_PERMUTE),
+        (DType::Q4_1, 96, 7, [96, 9, 1, 1], NO_PERMUTE),
+        (DType::Q8_0, 512, 5, [512, 3, 2, 1], NO_PERMUTE),
+        (DType::Q4_0, 64, 3, [64, 4, 3, 2], [0, 2, 1, 3]),
+        (DType::Q4_1, 576, 33, [576, 1, 1, 1], NO_PERMUTE),
+        (DType::Q6K, 256, 4, [256, 2, 1, 1], NO_PERMUTE),
+        (DType::F16, 40, 6, [40, 3, 1, 1], NO_PERMUTE),
+    ];
+    for (dtype, k, m, b_ne, axes) in cases {
+        let w = rng.vec(k * m, -1.0, 1.0);
+        let stored = match dtype {
+            DType::F16 => w.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect(),
+            _ => {
+                let mut deq = vec![0.0; w.len()];
+                let bytes = quant::quantize_row(dtype, &w).unwrap();
+                quant::dequantize_row(dtype, &bytes, &mut deq).unwrap();
+                deq
+            }
+        };
+        let mut g = Graph::new();
+        let wa = g.input("w", dtype, &[k, m]).unwrap();
+        let b = operand(&mut g, &mut rng, DType::F32, b_ne, axes, (-2.0, 2.0));
+        let out = g.mul_mat(wa, b.id).unwrap();
+        let inputs = vec![(wa, Fill::F32(w)), (b.storage, Fill::F32(b.stored.clone()))];
+        let weights = Operand {
+            id: wa,
+            storage: wa,
+            stored: vec![],
+            ne: [k, m, 1, 1],
+            vals: stored.iter().map(|&v| v as f64).collect(),
+        };
+        let want = mul_mat_ref(&weights, &b);
+        let got = run_on(&fast, g, &inputs, out).unwrap();
+        let limit = if quant::q8_dot::supports(dtype) {
+            5e-4
+        } else {
+            1e-11
+        };
+        assert_close(
+            &got,
+            &want,
+            limit,
+            &format!("fast mul_mat {dtype} k={k} b={b_ne:?}"),
+        );
     }
 }
 

@@ -15,6 +15,7 @@ mod q4_0;
 mod q4_1;
 mod q6_k;
 mod q8_0;
+pub mod q8_dot;
 
 pub use q4_0::BlockQ4_0;
 pub use q4_1::BlockQ4_1;

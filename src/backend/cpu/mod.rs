@@ -69,9 +69,18 @@ fn cpu_buffer(buffer: &BufferHandle) -> Result<&CpuBuffer> {
 }
 
 /// The reference backend, multi-threaded where it matters (mul_mat, get_rows).
+///
+/// [`CpuBackend::with_quantized_dots`] turns on the fast path for
+/// q4_0/q4_1/q8_0 weights: activations quantized to 8 bits and integer dot
+/// products, as ggml's CPU backend computes them (the model loader uses it);
+/// without it every op is the exact reference.
 pub struct CpuBackend {
     threads: usize,
+    /// Workers kept for the backend's life (spawning threads per op cost
+    /// more than a small model's decode ops), `None` with one thread.
+    pool: Option<Arc<rayon::ThreadPool>>,
     owner: u64,
+    quantized_dots: bool,
 }
 
 impl Default for CpuBackend {
@@ -89,10 +98,38 @@ impl CpuBackend {
 
     /// A backend using `threads` worker threads (at least one).
     pub fn with_threads(threads: usize) -> CpuBackend {
+        let threads = threads.max(1);
+        let pool = (threads > 1)
+            .then(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("wginfer-cpu-{i}"))
+                    .build()
+            })
+            .and_then(|built| {
+                built
+                    .map_err(|e| log::warn!("cpu: no worker pool ({e}); ops run on one thread"))
+                    .ok()
+            })
+            .map(Arc::new);
         CpuBackend {
-            threads: threads.max(1),
+            threads: if pool.is_some() { threads } else { 1 },
+            pool,
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
+            quantized_dots: false,
         }
+    }
+
+    /// The same backend with mul_mat's quantized-activation fast path on or
+    /// off (off: the reference).
+    pub fn with_quantized_dots(mut self, on: bool) -> CpuBackend {
+        self.quantized_dots = on;
+        self
+    }
+
+    /// Whether mul_mat quantizes its activations (see [`CpuBackend`]).
+    pub fn quantized_dots(&self) -> bool {
+        self.quantized_dots
     }
 
     /// Number of worker threads.
@@ -146,7 +183,11 @@ impl CpuBackend {
             return self.set_rows(graph, id);
         }
         let dst = graph.data(id)?;
-        let values = self.with_sources(graph, id, |srcs| ops::compute(node, srcs, self.threads))?;
+        let settings = ops::Settings {
+            threads: self.threads,
+            quantized_dots: self.quantized_dots,
+        };
+        let values = self.with_sources(graph, id, |srcs| ops::compute(node, srcs, settings))?;
         let buf = cpu_buffer(&dst.buffer)?;
         let mut words = buf.words.write().map_err(|_| lock_error())?;
         strided::store(
@@ -243,13 +284,20 @@ impl Backend for CpuBackend {
     }
 
     fn compute(&self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
-        for &id in nodes {
-            if id.0 >= graph.len() {
-                return Err(Error::invalid(format!("node {} is not in the graph", id.0)));
+        let run = || {
+            for &id in nodes {
+                if id.0 >= graph.len() {
+                    return Err(Error::invalid(format!("node {} is not in the graph", id.0)));
+                }
+                self.compute_node(graph, id)?;
             }
-            self.compute_node(graph, id)?;
+            Ok(())
+        };
+        // Parallel ops split their work over the pool they run in.
+        match &self.pool {
+            Some(pool) => pool.install(run),
+            None => run(),
         }
-        Ok(())
     }
 
     fn synchronize(&self) -> Result<()> {

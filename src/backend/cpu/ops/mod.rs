@@ -8,12 +8,24 @@ mod norm;
 mod rope;
 mod softmax;
 
+use rayon::prelude::*;
+
 use super::Src;
 use crate::graph::{Node, Op};
 use crate::{Error, Result};
 
+/// How the ops run: worker threads, and whether mul_mat quantizes its
+/// activations for integer dot products (the fast path) or keeps them f32
+/// (the reference).
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub threads: usize,
+    pub quantized_dots: bool,
+}
+
 /// Computes `node` from its sources.
-pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
+pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>> {
+    let threads = settings.threads;
     let s = |i: usize| {
         src.get(i)
             .copied()
@@ -33,7 +45,7 @@ pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
         Op::SoftMax { scale } => softmax::soft_max(s(0)?, src.get(1).copied(), scale),
         Op::Norm { eps } => norm::norm(s(0)?, eps),
         Op::RmsNorm { eps } => norm::rms_norm(s(0)?, eps),
-        Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads),
+        Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads, settings.quantized_dots),
         Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
         Op::Rope(p) => rope::rope(s(0)?, s(1)?, &p),
         Op::Cpy => s(0)?.to_f32(),
@@ -45,7 +57,9 @@ pub fn compute(node: &Node, src: &[Src], threads: usize) -> Result<Vec<f32>> {
 }
 
 /// Splits `out` into chunks of `chunk` values and fills them on up to
-/// `threads` threads; `fill(first_chunk_index, chunks)` gets consecutive chunks.
+/// `threads` workers of the rayon pool it runs in (the backend's own,
+/// installed around each compute); `fill(first_chunk_index, chunks)` gets
+/// consecutive chunks.
 fn parallel_fill(
     out: &mut [f32],
     chunk: usize,
@@ -57,18 +71,7 @@ fn parallel_fill(
     if threads <= 1 || n_chunks <= 1 {
         return fill(0, out);
     }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = out
-            .chunks_mut(per_thread * chunk)
-            .enumerate()
-            .map(|(t, part)| {
-                let fill = &fill;
-                scope.spawn(move || fill(t * per_thread, part))
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join()
-                .map_err(|_| Error::invalid("a cpu worker thread panicked"))?
-        })
-    })
+    out.par_chunks_mut(per_thread * chunk)
+        .enumerate()
+        .try_for_each(|(t, part)| fill(t * per_thread, part))
 }

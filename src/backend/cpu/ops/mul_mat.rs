@@ -1,7 +1,9 @@
 //! mul_mat: weights of any type times f32 activations, multi-threaded over
-//! the weight rows.
+//! the weight rows; with `quantized_dots`, q4_0/q4_1/q8_0 weights take
+//! activations quantized to q8 blocks (ggml's CPU path, [`q8_dot`]).
 
 use super::{parallel_fill, Src};
+use crate::quant::q8_dot::{self, Q8Row};
 use crate::{quant, Result};
 
 /// f32 dot product with independent partial sums, so it vectorizes.
@@ -24,11 +26,27 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 
 /// `a` `[K, M, A2, A3]` times `b` `[K, N, B2, B3]` gives `[M, N, B2, B3]`:
 /// `out[m, n, i2, i3] = a[:, m, i2 / (B2 / A2), i3 / (B3 / A3)] . b[:, n, i2, i3]`.
-pub fn mul_mat(a: Src, b: Src, threads: usize) -> Result<Vec<f32>> {
+pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<Vec<f32>> {
     let [k, m, a2, a3] = a.ne();
     let [_, n, b2, b3] = b.ne();
     let (r2, r3) = (b2 / a2, b3 / a3);
     let bv = b.to_f32()?; // rows of K, in (n, i2, i3) order
+    let dtype = a.layout.dtype;
+    // Each activation column quantized once, for every weight row.
+    let quantized = if quantized_dots
+        && q8_dot::supports(dtype)
+        && a.layout.rows_contiguous()
+        && k > 0
+        && k.is_multiple_of(32)
+    {
+        let columns = bv.chunks_exact(k).map(|col| {
+            let mut q = Q8Row::default();
+            q.quantize(col).map(|_| q)
+        });
+        Some(columns.collect::<Result<Vec<_>>>()?)
+    } else {
+        None
+    };
 
     // Work items are (batch, weight row); the result is gathered per batch after.
     let mut by_row = vec![0.0f32; b2 * b3 * m * n];
@@ -39,9 +57,13 @@ pub fn mul_mat(a: Src, b: Src, threads: usize) -> Result<Vec<f32>> {
             let (im, batch) = (flat % m, flat / m);
             let (i2, i3) = (batch % b2, batch / b2);
             let b_row = |j: usize| &bv[(batch * n + j) * k..][..k];
-            match (n, a.row_bytes(im, i2 / r2, i3 / r3)) {
+            match (&quantized, n, a.row_bytes(im, i2 / r2, i3 / r3)) {
+                // Quantized activations: integer dots per block.
+                (Some(columns), _, Some(bytes)) => {
+                    q8_dot::dots(dtype, bytes, &columns[batch * n..][..n], dst)?
+                }
                 // One activation column: a fused dequantize-and-dot per block.
-                (1, Some(bytes)) => dst[0] = quant::dot_row(a.layout.dtype, bytes, b_row(0))?,
+                (None, 1, Some(bytes)) => dst[0] = quant::dot_row(dtype, bytes, b_row(0))?,
                 _ => {
                     a.row_f32(im, i2 / r2, i3 / r3, &mut row)?;
                     for (j, d) in dst.iter_mut().enumerate() {
