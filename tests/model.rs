@@ -12,9 +12,10 @@ mod fixtures;
 #[allow(dead_code)]
 mod json;
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use json::Json;
+use wginfer::backend::cpu::CpuBackend;
 use wginfer::backend::wgpu::AdapterChoice;
 use wginfer::model::{
     argmax, BackendChoice, FlashAttn, GenerateOptions, LoadOptions, Model, SplitMode, StopReason,
@@ -39,10 +40,22 @@ fn load(backend: BackendChoice, n_ctx: usize, n_batch: usize) -> Model {
     Model::load(fixtures::default_model(), &opts).expect("load the default model")
 }
 
-/// The shared CPU model.
+/// The shared CPU model, on the fast path models use by default
+/// (activations quantized to 8 bits for the integer dot products).
 fn model() -> MutexGuard<'static, Model> {
     static MODEL: OnceLock<Mutex<Model>> = OnceLock::new();
     let m = MODEL.get_or_init(|| Mutex::new(load(BackendChoice::Cpu, N_CTX, 0)));
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The shared CPU model on the exact reference backend: the spec the
+/// wgpu kernels and the KV cache are held to.
+fn reference_model() -> MutexGuard<'static, Model> {
+    static MODEL: OnceLock<Mutex<Model>> = OnceLock::new();
+    let m = MODEL.get_or_init(|| {
+        let reference = BackendChoice::Custom(Arc::new(CpuBackend::new()));
+        Mutex::new(load(reference, N_CTX, 0))
+    });
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -334,8 +347,11 @@ on_cpu_and_wgpu!(check_teacher_forced: teacher_forced_argmax_agrees, teacher_for
 
 #[test]
 fn logits_match_llama_cpp_and_cpu_matches_wgpu() {
-    let mut cpu = model();
-    let cpu_logits = check_reference_logits(&mut cpu, "cpu");
+    // The fast CPU path is held to llama.cpp's logits like every backend;
+    // the exact reference also to wgpu's, value by value.
+    check_reference_logits(&mut model(), "cpu (quantized dots)");
+    let mut cpu = reference_model();
+    let cpu_logits = check_reference_logits(&mut cpu, "cpu (reference)");
     drop(cpu);
     let Some(mut gpu) = gpu_model() else {
         return;
@@ -561,7 +577,10 @@ on_cpu_and_wgpu!(check_perplexity: perplexity_matches_llama_cpp, perplexity_matc
 
 #[test]
 fn kv_cache_steps_match_one_batch() {
-    let mut m = model();
+    // On the reference: with quantized activations, the last-bit differences
+    // between batched and single-step attention can round a code the other
+    // way, a change as large as the quantization itself.
+    let mut m = reference_model();
     let ids = m
         .tokenize("The capital of France is Paris, and")
         .expect("ids");
@@ -646,15 +665,51 @@ fn seeded_sampling_repeats() {
 }
 
 #[test]
+fn auto_skips_software_renderers_and_threads_keep_results() {
+    let adapters = wginfer::backend::wgpu::list_adapters();
+    let opts = LoadOptions {
+        backend: BackendChoice::Auto,
+        n_ctx: N_CTX,
+        threads: 1,
+        ..LoadOptions::default()
+    };
+    let mut m = Model::load(fixtures::default_model(), &opts).expect("load on auto");
+    let info = m.backend_info().clone();
+    eprintln!("auto on {adapters:?}: {info:?}");
+    if info.kind == "wgpu" {
+        let name = info.adapter.as_deref().expect("adapter name");
+        let used = adapters.iter().find(|a| a.name == name).expect("listed");
+        assert_ne!(used.device_type, "Cpu", "auto picked a software renderer");
+    } else {
+        assert_eq!(info.kind, "cpu");
+        let note = info.note.as_deref().expect("a note says why not wgpu");
+        if !adapters.is_empty() && adapters.iter().all(|a| a.device_type == "Cpu") {
+            assert!(note.contains("software renderer"), "{note}");
+        }
+        // Rows are split over threads whole, so one thread computes the
+        // same values as all of them.
+        let ids = m.tokenize("The capital of France is").expect("ids");
+        let one_thread = m.eval(&ids, 0, false).expect("one thread");
+        drop(m);
+        assert_eq!(
+            one_thread,
+            model().eval(&ids, 0, false).expect("all threads")
+        );
+    }
+}
+
+#[test]
 fn f32_kv_cache_agrees_with_f16() {
-    let mut m = model();
-    let ids = m
-        .tokenize("The Industrial Revolution began in")
-        .expect("ids");
+    // On the reference CPU backend: the fast path's quantized activations
+    // round differently once the cache's values differ, which would hide
+    // what the cache type itself changes.
+    let prompt = "The Industrial Revolution began in";
+    let mut m = reference_model();
+    let ids = m.tokenize(prompt).expect("ids");
     let f16 = m.eval(&ids, 0, false).expect("f16 cache");
     drop(m);
     let opts = LoadOptions {
-        backend: BackendChoice::Cpu,
+        backend: BackendChoice::Custom(Arc::new(CpuBackend::new())),
         n_ctx: 64,
         kv_type: wginfer::DType::F32,
         ..LoadOptions::default()

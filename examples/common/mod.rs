@@ -48,7 +48,7 @@ pub struct ModelArgs {
     /// GGUF model file (the default one is fetched when missing)
     #[arg(short = 'm', long, default_value = DEFAULT_MODEL)]
     pub model: String,
-    /// auto (wgpu when an adapter opens, else cpu), wgpu or cpu
+    /// auto (wgpu when a hardware adapter opens, else cpu), wgpu or cpu
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     pub backend: BackendChoice,
     /// Layers on the GPU, the last ones (llama.cpp's -ngl); the rest run on
@@ -77,6 +77,9 @@ pub struct ModelArgs {
     /// for now off)
     #[arg(long = "flash-attn", visible_alias = "fa", default_value = "auto", value_parser = parse_flash_attn)]
     pub flash_attn: FlashAttn,
+    /// Threads of the CPU backend [default: one per core]
+    #[arg(short = 't', long, default_value_t = 0, hide_default_value = true)]
+    pub threads: usize,
     /// Use a model of this shape with random weights instead of -m:
     /// smollm2-135m, 1b or 8b (written to a temporary file first)
     #[arg(long)]
@@ -139,6 +142,7 @@ impl ModelArgs {
                 tensor_split: self.tensor_split.clone(),
                 device_memory: self.device_memory_mib.map(|m| m << 20),
                 flash_attn: self.flash_attn,
+                threads: self.threads,
                 progress: Some(progress_bar("loading")),
                 ..LoadOptions::default()
             },

@@ -1,4 +1,4 @@
-//! Which backend a model runs on: `auto` (wgpu when an adapter opens, else
+//! Which backend a model runs on: `auto` (wgpu when a hardware adapter opens, else
 //! the CPU), `wgpu`, `cpu`, or one the caller opened. A GPU backend always
 //! has the CPU behind it in the scheduler: ops the device declines, and
 //! layers that are not offloaded, run there.
@@ -13,8 +13,9 @@ use crate::{Error, Result};
 /// The backend to load a model onto.
 #[derive(Clone, Default)]
 pub enum BackendChoice {
-    /// wgpu on the default adapter when one opens and the model loads onto
-    /// it; otherwise the CPU, with a note saying why.
+    /// wgpu on the default adapter when one opens, is not a software
+    /// renderer (lavapipe, SwiftShader: slower than the CPU backend) and the
+    /// model loads onto it; otherwise the CPU, with a note saying why.
     #[default]
     Auto,
     /// The CPU reference backend on all cores.
@@ -69,13 +70,27 @@ pub(crate) struct Opened {
     pub backends: Vec<Arc<dyn Backend>>,
     /// How many of `backends` are GPUs (all but the CPU).
     pub n_gpus: usize,
+    /// Whether every wgpu device is a software renderer on the CPU.
+    pub software: bool,
     pub info: BackendInfo,
 }
 
-pub(crate) fn open_cpu(note: Option<String>) -> Opened {
+/// The CPU backend models run on, with `threads` workers (0: one per core):
+/// mul_mat's quantized-activation fast path on, as llama.cpp's CPU backend
+/// computes (the reference stays for tests).
+fn fast_cpu(threads: usize) -> CpuBackend {
+    let cpu = match threads {
+        0 => CpuBackend::new(),
+        n => CpuBackend::with_threads(n),
+    };
+    cpu.with_quantized_dots(true)
+}
+
+pub(crate) fn open_cpu(threads: usize, note: Option<String>) -> Opened {
     Opened {
-        backends: vec![Arc::new(CpuBackend::new())],
+        backends: vec![Arc::new(fast_cpu(threads))],
         n_gpus: 0,
+        software: false,
         info: BackendInfo {
             kind: "cpu".into(),
             adapter: None,
@@ -92,6 +107,7 @@ pub(crate) fn open_wgpu(
     devices: &[AdapterChoice],
     main: usize,
     memory_limit: Option<u64>,
+    cpu_threads: usize,
 ) -> Result<Opened> {
     let default = [AdapterChoice::Auto];
     let choices = if devices.is_empty() {
@@ -101,6 +117,7 @@ pub(crate) fn open_wgpu(
     };
     let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(choices.len() + 1);
     let mut names = Vec::with_capacity(choices.len());
+    let mut software = true;
     for adapter in choices {
         let backend = WgpuBackend::new(&WgpuOptions {
             adapter: adapter.clone(),
@@ -108,13 +125,15 @@ pub(crate) fn open_wgpu(
             ..WgpuOptions::default()
         })?;
         names.push(backend.adapter().name.clone());
+        software &= backend.adapter().device_type == "Cpu";
         backends.push(Arc::new(backend));
     }
     let n_gpus = backends.len();
-    backends.push(Arc::new(CpuBackend::new()));
+    backends.push(Arc::new(fast_cpu(cpu_threads)));
     Ok(Opened {
         backends,
         n_gpus,
+        software,
         info: BackendInfo {
             kind: "wgpu".into(),
             adapter: names.get(main).or(names.first()).cloned(),
@@ -124,10 +143,11 @@ pub(crate) fn open_wgpu(
     })
 }
 
-pub(crate) fn open_custom(backend: &Arc<dyn Backend>) -> Opened {
+pub(crate) fn open_custom(backend: &Arc<dyn Backend>, cpu_threads: usize) -> Opened {
     Opened {
-        backends: vec![backend.clone(), Arc::new(CpuBackend::new())],
+        backends: vec![backend.clone(), Arc::new(fast_cpu(cpu_threads))],
         n_gpus: 1,
+        software: false,
         info: BackendInfo {
             kind: backend.name().to_string(),
             adapter: None,

@@ -64,6 +64,9 @@ pub struct LoadOptions {
     /// Attention as one flash-attention op (llama.cpp's `--flash-attn`):
     /// `Auto` uses it where it is faster (see [`FlashAttn::Auto`]).
     pub flash_attn: FlashAttn,
+    /// Threads of the CPU backend (llama.cpp's `--threads`); 0: one per
+    /// available core.
+    pub threads: usize,
     /// Weight-upload progress.
     pub progress: Option<Progress>,
 }
@@ -82,6 +85,7 @@ impl Default for LoadOptions {
             tensor_split: Vec::new(),
             device_memory: None,
             flash_attn: FlashAttn::default(),
+            threads: 0,
             progress: None,
         }
     }
@@ -101,6 +105,7 @@ impl std::fmt::Debug for LoadOptions {
             .field("tensor_split", &self.tensor_split)
             .field("device_memory", &self.device_memory)
             .field("flash_attn", &self.flash_attn)
+            .field("threads", &self.threads)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -276,39 +281,66 @@ impl Model {
                 ))
             }
             BackendChoice::Cpu => {
-                let o = open_cpu(None);
+                let o = open_cpu(opts.threads, None);
                 let p = load_parts(&file, &config, &o, n_ctx, opts)?;
                 (o, p)
             }
             BackendChoice::Wgpu => {
-                let o = open_wgpu(&opts.devices, opts.main_gpu, opts.device_memory)?;
+                let o = open_wgpu(
+                    &opts.devices,
+                    opts.main_gpu,
+                    opts.device_memory,
+                    opts.threads,
+                )?;
                 let p = load_parts(&file, &config, &o, n_ctx, opts)?;
                 (o, p)
             }
             BackendChoice::Custom(b) => {
-                let o = open_custom(b);
+                let o = open_custom(b, opts.threads);
                 let p = load_parts(&file, &config, &o, n_ctx, opts)?;
                 (o, p)
             }
             BackendChoice::Auto => {
-                let opened = open_wgpu(&opts.devices, opts.main_gpu, opts.device_memory);
-                let tried = opened.and_then(|o| {
-                    let p = load_parts(&file, &config, &o, n_ctx, opts)?;
-                    Ok((o, p))
-                });
                 // Settings for several devices are the user's intent: their
                 // errors surface instead of a quiet run on the CPU.
                 let multi_device = !opts.devices.is_empty()
                     || !opts.tensor_split.is_empty()
                     || opts.main_gpu != 0
                     || opts.device_memory.is_some();
+                let opened = open_wgpu(
+                    &opts.devices,
+                    opts.main_gpu,
+                    opts.device_memory,
+                    opts.threads,
+                );
+                let opened = match opened {
+                    // A software renderer (lavapipe, SwiftShader) runs the
+                    // kernels on the same cores, far slower than the CPU
+                    // backend's own loops.
+                    Ok(o) if o.software && !multi_device => Err(Error::Backend {
+                        backend: "wgpu".into(),
+                        msg: format!(
+                            "{} is a software renderer, slower than the CPU backend \
+                             (--backend wgpu uses it)",
+                            o.info.adapter.as_deref().unwrap_or("the adapter")
+                        ),
+                    }),
+                    other => other,
+                };
+                let tried = opened.and_then(|o| {
+                    let p = load_parts(&file, &config, &o, n_ctx, opts)?;
+                    Ok((o, p))
+                });
                 match tried {
                     Ok(done) => done,
                     Err(e) if multi_device || matches!(e, Error::InvalidArgument(_)) => {
                         return Err(e)
                     }
                     Err(e) => {
-                        let o = open_cpu(Some(format!("wgpu not used ({e}); running on the CPU")));
+                        let o = open_cpu(
+                            opts.threads,
+                            Some(format!("wgpu not used ({e}); running on the CPU")),
+                        );
                         let p = load_parts(&file, &config, &o, n_ctx, opts)?;
                         (o, p)
                     }
