@@ -280,44 +280,39 @@ mod avx2 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h.to_bits()))))
     }
 
-    // Each loop keeps two vector accumulators, the blocks' dot products and
-    // their offset terms (one eighth per lane), so no scalar sum chains
-    // through the blocks.
-
+    /// Over blocks of 4-bit codes, each with its codes, scale `d` and
+    /// offset factor `o`: (Σ d dx Σ code·xq, Σ o dx Σ xq). Two vector
+    /// accumulators, the second holding one eighth of its sum per lane, so
+    /// no scalar sum chains through the blocks.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub fn q4_0(blocks: &[BlockQ4_0], x: &Q8Row) -> f32 {
+    fn nibble_sums<'a>(
+        blocks: impl Iterator<Item = (&'a [u8; 16], f16, f16)>,
+        x: &Q8Row,
+    ) -> (f32, f32) {
         let mut acc = _mm256_setzero_ps();
         let mut offsets = _mm256_setzero_ps();
-        for ((w, xq), (&dx, &ds)) in blocks
-            .iter()
-            .zip(x.q.chunks_exact(BLOCK))
-            .zip(x.d.iter().zip(&x.dsums))
+        for ((qs, d, o), (xq, (&dx, &ds))) in
+            blocks.zip(x.q.chunks_exact(BLOCK).zip(x.d.iter().zip(&x.dsums)))
         {
-            let dw = scale(w.d);
-            let p = dot_u8_i8(nibbles(&w.qs), codes(xq));
-            acc = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * dx), acc);
-            offsets = _mm256_fmadd_ps(_mm256_set1_ps(dw), _mm256_set1_ps(ds), offsets);
+            let p = dot_u8_i8(nibbles(qs), codes(xq));
+            acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale(d) * dx), acc);
+            offsets = _mm256_fmadd_ps(_mm256_set1_ps(scale(o)), _mm256_set1_ps(ds), offsets);
         }
-        // Codes are stored plus 8: Σ d (code - 8) x = Σ d code x - 8 d Σ x,
-        // and the eight lanes of `offsets` each hold d Σ x.
-        sum8(acc) - sum8(offsets)
+        (sum8(acc), sum8(offsets) / 8.0)
     }
 
+    /// q4_0: codes are stored plus 8, so Σ d (code - 8) x = Σ d code x - 8 d Σ x.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub fn q4_0(blocks: &[BlockQ4_0], x: &Q8Row) -> f32 {
+        let (dot, offset) = nibble_sums(blocks.iter().map(|w| (&w.qs, w.d, w.d)), x);
+        dot - 8.0 * offset
+    }
+
+    /// q4_1: d * code + m.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub fn q4_1(blocks: &[BlockQ4_1], x: &Q8Row) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        let mut offsets = _mm256_setzero_ps();
-        for ((w, xq), (&dx, &ds)) in blocks
-            .iter()
-            .zip(x.q.chunks_exact(BLOCK))
-            .zip(x.d.iter().zip(&x.dsums))
-        {
-            let p = dot_u8_i8(nibbles(&w.qs), codes(xq));
-            acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale(w.d) * dx), acc);
-            offsets = _mm256_fmadd_ps(_mm256_set1_ps(scale(w.m)), _mm256_set1_ps(ds), offsets);
-        }
-        // Every lane of `offsets` holds the whole minimum term.
-        sum8(acc) + sum8(offsets) / 8.0
+        let (dot, offset) = nibble_sums(blocks.iter().map(|w| (&w.qs, w.d, w.m)), x);
+        dot + offset
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
