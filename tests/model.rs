@@ -270,10 +270,18 @@ fn reference_last_logits(k: u64) -> Vec<f32> {
         .collect()
 }
 
-/// logits.json: top-1 = llama.cpp's at 95% of positions and at every clear
-/// one, and KL(llama.cpp || ours) <= 0.02 at each last position. Returns our
-/// logits of every prompt.
-fn check_reference_logits(m: &mut Model, label: &str) -> Vec<Vec<f32>> {
+/// Percent of logits.json positions, near-ties included, whose top-1 must
+/// equal llama.cpp's: on the exact paths, and on the CPU fast path, whose
+/// 8-bit activations turn last-bit differences (a build's optimization
+/// level was enough) into flips at near-ties. Clear positions must agree
+/// on both.
+const AGREE_EXACT: usize = 95;
+const AGREE_QUANTIZED: usize = 90;
+
+/// logits.json: top-1 = llama.cpp's at `min_agree`% of positions and at
+/// every clear one, and KL(llama.cpp || ours) <= 0.02 at each last
+/// position. Returns our logits of every prompt.
+fn check_reference_logits(m: &mut Model, label: &str, min_agree: usize) -> Vec<Vec<f32>> {
     let all = read_json("logits.json");
     let mut out = Vec::new();
     for p in all.get("prompts").and_then(Json::as_arr).expect("prompts") {
@@ -310,8 +318,9 @@ fn check_reference_logits(m: &mut Model, label: &str) -> Vec<Vec<f32>> {
             );
         }
         assert!(
-            agree * 100 >= positions.len() * 95,
-            "{label} top-1 agreement {agree}"
+            agree * 100 >= positions.len() * min_agree,
+            "{label} top-1 agreement {agree} of {}",
+            positions.len()
         );
         let last = &logits[(ids.len() - 1) * n_vocab..][..n_vocab];
         let divergence = kl(&reference_last_logits(k), last);
@@ -349,14 +358,14 @@ on_cpu_and_wgpu!(check_teacher_forced: teacher_forced_argmax_agrees, teacher_for
 fn logits_match_llama_cpp_and_cpu_matches_wgpu() {
     // The fast CPU path is held to llama.cpp's logits like every backend;
     // the exact reference also to wgpu's, value by value.
-    check_reference_logits(&mut model(), "cpu (quantized dots)");
+    check_reference_logits(&mut model(), "cpu (quantized dots)", AGREE_QUANTIZED);
     let mut cpu = reference_model();
-    let cpu_logits = check_reference_logits(&mut cpu, "cpu (reference)");
+    let cpu_logits = check_reference_logits(&mut cpu, "cpu (reference)", AGREE_EXACT);
     drop(cpu);
     let Some(mut gpu) = gpu_model() else {
         return;
     };
-    let gpu_logits = check_reference_logits(&mut gpu, "wgpu");
+    let gpu_logits = check_reference_logits(&mut gpu, "wgpu", AGREE_EXACT);
     for (c, g) in cpu_logits.iter().zip(&gpu_logits) {
         let (mut err, mut norm) = (0.0f64, 0.0f64);
         for (&a, &b) in c.iter().zip(g) {
@@ -816,7 +825,11 @@ fn check_flash_attn_modes(backend: BackendChoice, label: &str) {
         let Some(mut m) = m else { return };
         let label = format!("{label} flash_attn {fa:?}");
         check_teacher_forced(&mut m, &label);
-        check_reference_logits(&mut m, &label);
+        let min_agree = match backend {
+            BackendChoice::Cpu => AGREE_QUANTIZED,
+            _ => AGREE_EXACT,
+        };
+        check_reference_logits(&mut m, &label, min_agree);
         for line in check_greedy(&mut m) {
             eprintln!("{label} {line}");
         }
