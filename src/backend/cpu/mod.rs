@@ -75,10 +75,9 @@ fn cpu_buffer(buffer: &BufferHandle) -> Result<&CpuBuffer> {
 /// products, as ggml's CPU backend computes them (the model loader uses it);
 /// without it every op is the exact reference.
 pub struct CpuBackend {
-    threads: usize,
     /// Workers kept for the backend's life (spawning threads per op cost
     /// more than a small model's decode ops), `None` with one thread.
-    pool: Option<Arc<rayon::ThreadPool>>,
+    pool: Option<rayon::ThreadPool>,
     owner: u64,
     quantized_dots: bool,
 }
@@ -110,10 +109,8 @@ impl CpuBackend {
                 built
                     .map_err(|e| log::warn!("cpu: no worker pool ({e}); ops run on one thread"))
                     .ok()
-            })
-            .map(Arc::new);
+            });
         CpuBackend {
-            threads: if pool.is_some() { threads } else { 1 },
             pool,
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             quantized_dots: false,
@@ -134,7 +131,9 @@ impl CpuBackend {
 
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.pool
+            .as_ref()
+            .map_or(1, rayon::ThreadPool::current_num_threads)
     }
 
     /// Runs `f` on the node's sources, each read-locked once.
@@ -184,7 +183,7 @@ impl CpuBackend {
         }
         let dst = graph.data(id)?;
         let settings = ops::Settings {
-            threads: self.threads,
+            threads: self.threads(),
             quantized_dots: self.quantized_dots,
         };
         let values = self.with_sources(graph, id, |srcs| ops::compute(node, srcs, settings))?;
