@@ -18,7 +18,8 @@ pub enum BackendChoice {
     /// model loads onto it; otherwise the CPU, with a note saying why.
     #[default]
     Auto,
-    /// The CPU reference backend on all cores.
+    /// The CPU backend on `LoadOptions::threads` threads, with its
+    /// quantized-activation fast path (see `CpuBackend::with_quantized_dots`).
     Cpu,
     /// wgpu on the default adapter (`WGINFER_ADAPTER` picks another).
     Wgpu,
