@@ -46,14 +46,7 @@ fn main() -> Result<()> {
         .and_then(|t| t.parse().ok());
     let cpu = threads.map_or_else(CpuBackend::new, CpuBackend::with_threads);
     println!("cpu backend, {} threads", cpu.threads());
-    for dtype in [
-        DType::F32,
-        DType::F16,
-        DType::Q8_0,
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q6K,
-    ] {
+    for dtype in DType::ALL.into_iter().filter(|t| *t != DType::I32) {
         // SmolLM2-135M's ffn_down shape, and a 7B-class square matrix.
         bench_matvec(&cpu, dtype, 1536, 576)?;
         bench_matvec(&cpu, dtype, 4096, 4096)?;

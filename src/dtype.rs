@@ -16,8 +16,15 @@ pub enum DType {
     Q4_0,
     /// 32 values: f16 scale + f16 minimum + 16 bytes of 4-bit values.
     Q4_1,
+    /// 32 values: f16 scale + 32 high bits + 16 bytes of low nibbles, offset 16.
+    Q5_0,
+    /// 32 values: f16 scale + f16 minimum + 32 high bits + 16 bytes of low nibbles.
+    Q5_1,
     /// 32 values: f16 scale + 32 signed bytes.
     Q8_0,
+    /// 256 values: 4-bit codes in 8 groups of 32, each with a 6-bit scale
+    /// and minimum; f16 super-scale and super-minimum.
+    Q4K,
     /// 256 values: 6-bit values in 16 groups with 8-bit scales, f16 super-scale.
     Q6K,
     /// 32-bit signed integer (token ids, positions, row indices).
@@ -26,12 +33,15 @@ pub enum DType {
 
 impl DType {
     /// Every type wginfer knows.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 10] = [
         DType::F32,
         DType::F16,
         DType::Q4_0,
         DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
         DType::Q8_0,
+        DType::Q4K,
         DType::Q6K,
         DType::I32,
     ];
@@ -40,8 +50,8 @@ impl DType {
     pub const fn block_elems(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::I32 => 1,
-            DType::Q4_0 | DType::Q4_1 | DType::Q8_0 => 32,
-            DType::Q6K => 256,
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
+            DType::Q4K | DType::Q6K => 256,
         }
     }
 
@@ -52,7 +62,10 @@ impl DType {
             DType::F16 => 2,
             DType::Q4_0 => 18,
             DType::Q4_1 => 20,
+            DType::Q5_0 => 22,
+            DType::Q5_1 => 24,
             DType::Q8_0 => 34,
+            DType::Q4K => 144,
             DType::Q6K => 210,
         }
     }
@@ -69,7 +82,10 @@ impl DType {
             DType::F16 => 1,
             DType::Q4_0 => 2,
             DType::Q4_1 => 3,
+            DType::Q5_0 => 6,
+            DType::Q5_1 => 7,
             DType::Q8_0 => 8,
+            DType::Q4K => 12,
             DType::Q6K => 14,
             DType::I32 => 26,
         }
@@ -87,10 +103,18 @@ impl DType {
             DType::F16 => "f16",
             DType::Q4_0 => "q4_0",
             DType::Q4_1 => "q4_1",
+            DType::Q5_0 => "q5_0",
+            DType::Q5_1 => "q5_1",
             DType::Q8_0 => "q8_0",
+            DType::Q4K => "q4_K",
             DType::Q6K => "q6_K",
             DType::I32 => "i32",
         }
+    }
+
+    /// The type called `name` (ggml's spelling, as [`DType::name`] gives it).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|t| t.name() == name)
     }
 
     /// Bytes of a row of `n` values; an error if `n` is not a whole number of blocks.
@@ -122,9 +146,12 @@ mod tests {
     fn ids_round_trip_and_sizes_match_ggml() {
         for t in DType::ALL {
             assert_eq!(DType::from_ggml_id(t.ggml_id()), Some(t));
+            assert_eq!(DType::from_name(t.name()), Some(t));
         }
         assert_eq!(DType::from_ggml_id(10), None); // q2_K: not supported
         assert_eq!(DType::Q6K.row_bytes(512).unwrap(), 420);
+        assert_eq!(DType::Q4K.row_bytes(512).unwrap(), 288);
+        assert_eq!(DType::Q5_1.row_bytes(64).unwrap(), 48);
         assert!(DType::Q4_0.row_bytes(33).is_err());
     }
 }

@@ -317,7 +317,7 @@ fn mul_mat_float_weights_with_broadcast_and_permutes() {
 #[test]
 fn mul_mat_and_get_rows_with_quantized_weights() {
     let mut rng = Rng::new(7);
-    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q6K] {
+    for dtype in DType::ALL.into_iter().filter(|t| t.is_quantized()) {
         for n in [1, 7] {
             // Weights are quantized when written; the reference uses their dequantized values.
             let w = rng.vec(512 * 12, -1.0, 1.0);

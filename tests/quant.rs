@@ -13,7 +13,11 @@ use wginfer::{DType, Error};
 const N: usize = 32 * 128;
 const MAX_QUANTIZATION_TOTAL_ERROR: f64 = 0.002;
 const MAX_DOT_PRODUCT_ERROR: f64 = 0.02;
-const QUANT_TYPES: [DType; 4] = [DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q6K];
+
+/// Every block-quantized type.
+fn quant_types() -> impl Iterator<Item = DType> {
+    DType::ALL.into_iter().filter(|t| t.is_quantized())
+}
 
 /// test-quantize-fns' `generate_data`.
 fn synthetic_data(offset: f32) -> Vec<f32> {
@@ -52,7 +56,7 @@ fn round_trip_error(dtype: DType) -> f64 {
 
 #[test]
 fn round_trip_error_within_ggml_bound() {
-    for dtype in QUANT_TYPES {
+    for dtype in quant_types() {
         let err = round_trip_error(dtype);
         println!("{dtype}: absolute quantization error {err:.6}");
         assert!(err <= MAX_QUANTIZATION_TOTAL_ERROR, "{dtype}: {err}");
@@ -63,7 +67,7 @@ fn round_trip_error_within_ggml_bound() {
 fn dot_product_error_within_ggml_bound() {
     let (x, y) = (synthetic_data(0.0), synthetic_data(1.0));
     let want = dot_f64(&x, &y);
-    for dtype in QUANT_TYPES {
+    for dtype in quant_types() {
         let bytes = quantize_row(dtype, &x).unwrap();
         let got = dot_row(dtype, &bytes, &y).unwrap() as f64;
         let err = (got - want).abs() / N as f64;
@@ -76,7 +80,7 @@ fn dot_product_error_within_ggml_bound() {
 fn dot_row_matches_dequantized_dot() {
     // The fused dot loops must agree with dequantize_row up to f32 rounding.
     let (x, y) = (synthetic_data(0.0), synthetic_data(1.0));
-    for dtype in QUANT_TYPES {
+    for dtype in quant_types() {
         let bytes = quantize_row(dtype, &x).unwrap();
         let mut deq = vec![0.0; N];
         dequantize_row(dtype, &bytes, &mut deq).unwrap();
@@ -93,6 +97,11 @@ fn q8_0_is_much_more_precise_than_q4_0() {
     // q6_K sits in between.
     let q6 = round_trip_error(DType::Q6K);
     assert!(q8 < q6 && q6 < q4, "q6_K {q6}");
+    // A fifth bit halves the step.
+    for (q5, q4) in [(DType::Q5_0, DType::Q4_0), (DType::Q5_1, DType::Q4_1)] {
+        let (e5, e4) = (round_trip_error(q5), round_trip_error(q4));
+        assert!(e5 * 1.5 < e4, "{q5} {e5} vs {q4} {e4}");
+    }
 }
 
 #[test]

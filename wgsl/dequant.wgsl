@@ -24,6 +24,25 @@ fn q4_1_value(b: u32, j: u32) -> f32 {
     return f32(q) * blk_f16(b) + blk_f16(b + 2u);
 }
 
+// The 5-bit code of value j of a q5_0/q5_1 block whose fifth bits (a
+// 32-bit word, bit j for value j) start at byte h, followed by 16 bytes of
+// low nibbles laid out as in q4_0.
+fn q5_code(h: u32, j: u32) -> u32 {
+    let lo = (a_u8(h + 4u + (j & 15u)) >> ((j >> 4u) * 4u)) & 15u;
+    let hi = (a_u8(h + (j >> 3u)) >> (j & 7u)) & 1u;
+    return lo | (hi << 4u);
+}
+
+// q5_0 (22 bytes): f16 d, fifth bits, low nibbles; value = (code - 16) * d.
+fn q5_0_value(b: u32, j: u32) -> f32 {
+    return (f32(q5_code(b + 2u, j)) - 16.0) * blk_f16(b);
+}
+
+// q5_1 (24 bytes): f16 d, f16 m, fifth bits, low nibbles; value = code * d + m.
+fn q5_1_value(b: u32, j: u32) -> f32 {
+    return f32(q5_code(b + 4u, j)) * blk_f16(b) + blk_f16(b + 2u);
+}
+
 // q8_0 (34 bytes): f16 d, 32 signed codes.
 fn q8_0_value(b: u32, j: u32) -> f32 {
     return f32(blk_i8(b + 2u + j)) * blk_f16(b);
@@ -41,4 +60,24 @@ fn q6_k_value(b: u32, j: u32) -> f32 {
     let hi = (a_u8(b + 128u + 32u * h + l) >> (2u * t)) & 3u;
     let q = i32(lo | (hi << 4u)) - 32;
     return blk_f16(b + 208u) * f32(blk_i8(b + 192u + (j >> 4u))) * f32(q);
+}
+
+// q4_K (144 bytes): f16 d, f16 dmin, 12 bytes of packed 6-bit scales and
+// mins (src/quant/q4_k.rs), qs[128]. Value 32s + l of sub-block s has its
+// code in qs[32(s / 2) + l], low nibble for even s, high for odd.
+fn q4_k_value(b: u32, j: u32) -> f32 {
+    let s = j >> 5u;
+    let q = (a_u8(b + 16u + 32u * (s >> 1u) + (j & 31u)) >> (4u * (s & 1u))) & 15u;
+    let sc = b + 4u;
+    var scale: u32;
+    var mn: u32;
+    if (s < 4u) {
+        scale = a_u8(sc + s) & 63u;
+        mn = a_u8(sc + s + 4u) & 63u;
+    } else {
+        let x = a_u8(sc + s + 4u);
+        scale = (x & 15u) | ((a_u8(sc + s - 4u) >> 6u) << 4u);
+        mn = (x >> 4u) | ((a_u8(sc + s) >> 6u) << 4u);
+    }
+    return blk_f16(b) * f32(scale) * f32(q) - blk_f16(b + 2u) * f32(mn);
 }

@@ -2,12 +2,12 @@
 // `a` as f32 weights, and `x_elem_*` say which row elements a unit's weights
 // belong to, so the kernels gather the matching activations once and reuse
 // them across rows. Units are numbered so that consecutive invocations read
-// consecutive words: a q4_0/q4_1 unit is one code word of a block (values
-// 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q6_K unit one ql and one
-// qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
+// consecutive words: a q4_0/q4_1/q5_0/q5_1 unit is one code word of a block
+// (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K unit one
+// code word, a q6_K unit one ql and one qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
 // side by side reading interleaved words.
 //
-// Blocks of 18, 34 and 210 bytes are not 4-byte aligned: the decoders read
+// Blocks of 18, 22, 34 and 210 bytes are not 4-byte aligned: the decoders read
 // whole words and funnel-shift them (no byte loads). The word after the last
 // one may lie past the binding; wgpu clamps such reads and the shifted-out
 // bits are discarded.
@@ -58,6 +58,11 @@ fn dot_unit(w: Unit, x: Unit) -> f32 {
 // Row elements of weight i of unit u, per layout.
 fn x_elem_q4(u: u32, i: u32) -> u32 {
     return 32u * (u >> 2u) + 4u * (u & 3u) + (i & 3u) + 16u * (i >> 2u);
+}
+
+// q4_K unit: code word r of its block (see dq_q4_k).
+fn x_elem_q4_k(u: u32, i: u32) -> u32 {
+    return 256u * (u >> 5u) + 64u * ((u >> 3u) & 3u) + 4u * (u & 7u) + (i & 3u) + 32u * (i >> 2u);
 }
 
 fn x_elem_linear(u: u32, i: u32) -> u32 {
@@ -140,6 +145,72 @@ fn dq_q8_0(s: u32, w: u32) -> Unit {
     let d = f16_lo(a_u32_at(s));
     let q = a_vec2_at(s + 2u + 8u * w);
     return Unit(vec4<f32>(unpack4xI8(q.x)) * d, vec4<f32>(unpack4xI8(q.y)) * d);
+}
+
+// Fifth bits of values `first`..`first` + 4 of a q5 block, as 16s.
+fn q5_high(qh: u32, first: u32) -> vec4<u32> {
+    let bits = vec4<u32>(qh) >> (vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u));
+    return (bits & vec4<u32>(1u)) << vec4<u32>(4u);
+}
+
+// Codes of unit w (code word q) of a q5_0/q5_1 block with fifth bits qh:
+// values 4w..4w+4 and 16+4w..16+4w+4, as in q4_0.
+fn q5_codes(qh: u32, q: u32, w: u32) -> Unit {
+    let lo = unpack4xU8(q & 0x0f0f0f0fu) | q5_high(qh, 4u * w);
+    let hi = unpack4xU8((q >> 4u) & 0x0f0f0f0fu) | q5_high(qh, 16u + 4u * w);
+    return Unit(vec4<f32>(lo), vec4<f32>(hi));
+}
+
+// q5_0 (22 bytes): f16 d, u32 fifth bits, 16 bytes of low nibbles;
+// value = (code - 16) * d.
+fn dq_q5_0(s: u32, w: u32) -> Unit {
+    let d = vec4<f32>(f16_lo(a_u32_at(s)));
+    let c = q5_codes(a_u32_at(s + 2u), a_u32_at(s + 6u + 4u * w), w);
+    let md = -16.0 * d;
+    return Unit(fma(c[0], d, md), fma(c[1], d, md));
+}
+
+// q5_1 (24 bytes): f16 d, f16 m, u32 fifth bits, low nibbles; value = code * d + m.
+fn dq_q5_1(s: u32, w: u32) -> Unit {
+    let dm = unpack2x16float(a_u32_at(s));
+    let d = vec4<f32>(dm.x);
+    let m = vec4<f32>(dm.y);
+    let c = q5_codes(a_u32_at(s + 4u), a_u32_at(s + 8u + 4u * w), w);
+    return Unit(fma(c[0], d, m), fma(c[1], d, m));
+}
+
+// Byte i of the 12 q4_K scale bytes, held as three words.
+fn k4_byte(w: vec3<u32>, i: u32) -> u32 {
+    return (w[i >> 2u] >> (8u * (i & 3u))) & 0xffu;
+}
+
+// Scale and min (0..63) of q4_K sub-block s (src/quant/q4_k.rs `scale_min`).
+fn q4_k_scale_min(w: vec3<u32>, s: u32) -> vec2<f32> {
+    if (s < 4u) {
+        return vec2<f32>(f32(k4_byte(w, s) & 63u), f32(k4_byte(w, s + 4u) & 63u));
+    }
+    let x = k4_byte(w, s + 4u);
+    return vec2<f32>(
+        f32((x & 15u) | ((k4_byte(w, s - 4u) >> 6u) << 4u)),
+        f32((x >> 4u) | ((k4_byte(w, s) >> 6u) << 4u)),
+    );
+}
+
+// q4_K (144 bytes): f16 d, f16 dmin, 12 scale bytes, qs[128]. Unit r
+// (0..32) is code word r: its low nibbles are values 4(r & 7).. of
+// sub-block 2g (g = r / 8), its high nibbles the same values of sub-block
+// 2g + 1; value = d * scale * code - dmin * min.
+fn dq_q4_k(s: u32, r: u32) -> Unit {
+    let dm = unpack2x16float(a_u32_at(s));
+    let sc = vec3<u32>(a_u32_at(s + 4u), a_u32_at(s + 8u), a_u32_at(s + 12u));
+    let g = r >> 3u;
+    let lo = q4_k_scale_min(sc, 2u * g) * dm;
+    let hi = q4_k_scale_min(sc, 2u * g + 1u) * dm;
+    let q = a_u32_at(s + 16u + 4u * r);
+    return Unit(
+        fma(nib_lo(q), vec4<f32>(lo.x), vec4<f32>(-lo.y)),
+        fma(nib_hi(q), vec4<f32>(hi.x), vec4<f32>(-hi.y)),
+    );
 }
 
 // Four q6_K codes (-32..31): 4 bits of `ql` from bit `lo` of each byte, 2 of

@@ -81,7 +81,8 @@ pub struct ModelArgs {
     #[arg(short = 't', long, default_value_t = 0, hide_default_value = true)]
     pub threads: usize,
     /// Use a model of this shape with random weights instead of -m:
-    /// smollm2-135m, 1b or 8b (written to a temporary file first)
+    /// smollm2-135m, 1b or 8b, optionally with a weight type (`8b:q4_K`);
+    /// written to a temporary file first
     #[arg(long)]
     pub synthetic: Option<String>,
 }
@@ -109,7 +110,8 @@ impl ModelArgs {
         if let Some(preset) = &self.synthetic {
             let spec = SyntheticLlama::preset(preset)?;
             let path = std::env::temp_dir().join(format!(
-                "wginfer-synthetic-{preset}-{}.gguf",
+                "wginfer-synthetic-{}-{}.gguf",
+                preset.replace(':', "-"),
                 std::process::id()
             ));
             eprintln!(

@@ -83,16 +83,39 @@ impl SyntheticLlama {
         }
     }
 
-    /// The preset called `smollm2-135m`, `1b` or `8b`.
+    /// The preset called `smollm2-135m`, `1b` or `8b`, optionally with its
+    /// layers' weight type after a colon (`8b:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
-        match name {
-            "smollm2-135m" | "135m" => Ok(SyntheticLlama::smollm2_135m()),
-            "1b" => Ok(SyntheticLlama::llama_1b()),
-            "8b" => Ok(SyntheticLlama::llama_8b()),
-            other => Err(Error::invalid(format!(
-                "synthetic model '{other}': expected smollm2-135m, 1b or 8b"
-            ))),
+        let (shape, weights) = match name.split_once(':') {
+            Some((shape, t)) => (shape, Some(t)),
+            None => (name, None),
+        };
+        let mut spec = match shape {
+            "smollm2-135m" | "135m" => SyntheticLlama::smollm2_135m(),
+            "1b" => SyntheticLlama::llama_1b(),
+            "8b" => SyntheticLlama::llama_8b(),
+            other => {
+                return Err(Error::invalid(format!(
+                    "synthetic model '{other}': expected smollm2-135m, 1b or 8b"
+                )))
+            }
+        };
+        if let Some(t) = weights {
+            spec.weight_type = DType::from_name(t)
+                .filter(|d| *d != DType::I32)
+                .ok_or_else(|| {
+                    let known: Vec<_> = DType::ALL
+                        .iter()
+                        .filter(|d| **d != DType::I32)
+                        .map(|d| d.name())
+                        .collect();
+                    Error::invalid(format!(
+                        "synthetic weight type '{t}': expected one of {}",
+                        known.join(", ")
+                    ))
+                })?;
         }
+        Ok(spec)
     }
 
     /// Writes the model to `path`, tensor by tensor (nothing large is held in memory).
@@ -171,8 +194,8 @@ impl SyntheticLlama {
 /// Byte offsets of a block's f16 scales.
 fn scale_offsets(dtype: DType) -> &'static [usize] {
     match dtype {
-        DType::Q4_0 | DType::Q8_0 => &[0],
-        DType::Q4_1 => &[0, 2],
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4K => &[0, 2],
         DType::Q6K => &[208],
         DType::F32 | DType::F16 | DType::I32 => &[],
     }
@@ -234,6 +257,10 @@ mod tests {
             weight_type: DType::Q6K,
             embd_type: DType::Q8_0,
         };
+        let q4k = SyntheticLlama::preset("1b:q4_K").unwrap();
+        assert_eq!(q4k.weight_type, DType::Q4K);
+        assert!(SyntheticLlama::preset("1b:q3_K").is_err());
+        assert!(SyntheticLlama::preset("1b:i32").is_err());
         let path = std::env::temp_dir().join(format!("wginfer-synth-{}.gguf", std::process::id()));
         spec.write(&path, 1).unwrap();
         let file = GgufFile::open(&path).unwrap();

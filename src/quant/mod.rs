@@ -2,7 +2,7 @@
 //! and dot products.
 //!
 //! Each format stores a fixed number of values per block (32, or 256 for
-//! q6_K) with one or more `f16` scales. The structs here match ggml's byte
+//! the K-quants) with one or more `f16` scales. The structs here match ggml's byte
 //! layout exactly, so rows read from a GGUF file can be cast to them in place.
 //! The row functions below are the specification that the GPU kernels are
 //! tested against; they favour clarity, with fused loops in [`QuantBlock::dot`]
@@ -13,12 +13,16 @@
 
 mod q4_0;
 mod q4_1;
+mod q4_k;
+mod q5;
 mod q6_k;
 mod q8_0;
 pub mod q8_dot;
 
 pub use q4_0::BlockQ4_0;
 pub use q4_1::BlockQ4_1;
+pub use q4_k::BlockQ4K;
+pub use q5::{BlockQ5_0, BlockQ5_1};
 pub use q6_k::BlockQ6K;
 pub use q8_0::BlockQ8_0;
 
@@ -64,7 +68,10 @@ pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()>
         }
         DType::Q4_0 => dequantize_blocks::<BlockQ4_0>(bytes, out),
         DType::Q4_1 => dequantize_blocks::<BlockQ4_1>(bytes, out),
+        DType::Q5_0 => dequantize_blocks::<BlockQ5_0>(bytes, out),
+        DType::Q5_1 => dequantize_blocks::<BlockQ5_1>(bytes, out),
         DType::Q8_0 => dequantize_blocks::<BlockQ8_0>(bytes, out),
+        DType::Q4K => dequantize_blocks::<BlockQ4K>(bytes, out),
         DType::Q6K => dequantize_blocks::<BlockQ6K>(bytes, out),
         DType::I32 => return Err(integer_rows(dtype)),
     }
@@ -87,7 +94,10 @@ pub fn quantize_row(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
             .for_each(|v| bytes.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
         DType::Q4_0 => quantize_blocks::<BlockQ4_0>(values, &mut bytes),
         DType::Q4_1 => quantize_blocks::<BlockQ4_1>(values, &mut bytes),
+        DType::Q5_0 => quantize_blocks::<BlockQ5_0>(values, &mut bytes),
+        DType::Q5_1 => quantize_blocks::<BlockQ5_1>(values, &mut bytes),
         DType::Q8_0 => quantize_blocks::<BlockQ8_0>(values, &mut bytes),
+        DType::Q4K => quantize_blocks::<BlockQ4K>(values, &mut bytes),
         DType::Q6K => quantize_blocks::<BlockQ6K>(values, &mut bytes),
         DType::I32 => return Err(integer_rows(dtype)),
     }
@@ -111,7 +121,10 @@ pub fn dot_row(dtype: DType, bytes: &[u8], x: &[f32]) -> Result<f32> {
             .sum(),
         DType::Q4_0 => dot_blocks::<BlockQ4_0>(bytes, x),
         DType::Q4_1 => dot_blocks::<BlockQ4_1>(bytes, x),
+        DType::Q5_0 => dot_blocks::<BlockQ5_0>(bytes, x),
+        DType::Q5_1 => dot_blocks::<BlockQ5_1>(bytes, x),
         DType::Q8_0 => dot_blocks::<BlockQ8_0>(bytes, x),
+        DType::Q4K => dot_blocks::<BlockQ4K>(bytes, x),
         DType::Q6K => dot_blocks::<BlockQ6K>(bytes, x),
         DType::I32 => return Err(integer_rows(dtype)),
     })
@@ -228,7 +241,7 @@ mod tests {
     #[test]
     fn unaligned_bytes_read_like_aligned() {
         let values: Vec<f32> = (0..256).map(|i| (i as f32 * 0.37).sin()).collect();
-        for dtype in [DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q6K] {
+        for dtype in DType::ALL.into_iter().filter(|t| t.is_quantized()) {
             let bytes = quantize_row(dtype, &values).unwrap();
             // Place the row at an odd address so that the in-place cast fails.
             let mut buf = vec![0u8; bytes.len() + 1];

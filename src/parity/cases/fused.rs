@@ -107,6 +107,8 @@ pub fn cases() -> Result<Vec<Case>> {
             (true, DType::F32, DType::Q4_0, 1024, 96, 2),
             (true, DType::F16, DType::Q8_0, 256, 33, 3),
             (false, DType::F32, DType::Q6K, 512, 20, 1),
+            (true, DType::F32, DType::Q5_0, 640, 33, 1),
+            (true, DType::F32, DType::Q4K, 256, 20, 2),
             (false, DType::F16, DType::F16, 100, 9, 4),
             (true, DType::F32, DType::F32, 64, 16, 8),
         ] {
@@ -140,6 +142,8 @@ pub fn cases() -> Result<Vec<Case>> {
             (DType::Q4_1, 1536, 64, 1, true),
             (DType::Q4_0, 512, 33, 2, false),
             (DType::Q6K, 256, 20, 3, true),
+            (DType::Q4K, 512, 33, 1, true),
+            (DType::Q5_1, 64, 9, 2, false),
             (DType::F16, 96, 9, 1, false),
         ] {
             let residual = residual && !read_twice;
@@ -207,6 +211,8 @@ pub fn cases() -> Result<Vec<Case>> {
             (DType::Q4_1, 1536, 576, 1),
             (DType::Q8_0, 256, 33, 3),
             (DType::Q6K, 512, 20, 2),
+            (DType::Q4K, 1024, 40, 1),
+            (DType::Q5_0, 96, 17, 3),
             (DType::F16, 100, 9, 5),
             (DType::F32, 64, 16, 8),
         ] {

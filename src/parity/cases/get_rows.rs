@@ -3,17 +3,9 @@
 //! of a padded tensor (`vs0=1`). Indices stay in range: the CPU reference
 //! rejects the others, while the GPU writes zero rows.
 
+use super::table_types;
 use crate::parity::{Case, CaseBuilder, NMSE_DEFAULT};
 use crate::{DType, Result};
-
-const TYPES: [DType; 6] = [
-    DType::F32,
-    DType::F16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q8_0,
-    DType::Q6K,
-];
 
 /// Table `[n, m, be1, be2]`, indices `[r, be1, be2]` in `0..m`.
 fn get_rows(
@@ -51,7 +43,7 @@ fn get_rows(
 /// The cases.
 pub fn cases() -> Result<Vec<Case>> {
     let mut cases = Vec::new();
-    for t in TYPES {
+    for t in table_types() {
         for be1 in [1, 7] {
             for v in [false, true] {
                 get_rows(&mut cases, t, [256, 5, 4, be1, 1], v, false)?;

@@ -12,7 +12,12 @@ mod set_rows;
 mod softmax;
 
 use super::Case;
-use crate::Result;
+use crate::{DType, Result};
+
+/// Every type a tensor of weights or a table can have: all but integers.
+fn table_types() -> impl Iterator<Item = DType> {
+    DType::ALL.into_iter().filter(|t| *t != DType::I32)
+}
 
 /// Every case, in a fixed order (seeded, so inputs repeat run to run).
 pub fn all_cases() -> Result<Vec<Case>> {

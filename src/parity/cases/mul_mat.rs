@@ -2,18 +2,10 @@
 //! of every weight type times f32 `b` `[k, n, bs0 * nr0, bs1 * nr1]`, with
 //! batches, broadcast (GQA), permuted operands and strided rows.
 
+use super::table_types;
 use crate::graph::TensorId;
 use crate::parity::{Case, CaseBuilder, NMSE_MUL_MAT};
 use crate::{DType, Result};
-
-const TYPES: [DType; 6] = [
-    DType::F32,
-    DType::F16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q6K,
-];
 
 /// One test_mul_mat configuration.
 #[derive(Clone, Copy)]
@@ -111,7 +103,7 @@ fn collect(specs: Vec<Spec>, seed: u64) -> Result<Vec<Case>> {
 /// shapes are few and have small n).
 pub fn cases() -> Result<Vec<Case>> {
     let mut specs = Vec::new();
-    for ta in TYPES {
+    for ta in table_types() {
         // Column counts around the mat-vec / tiled switch, and tile edges.
         for n in [1, 2, 3, 4, 5, 8, 9, 16, 64] {
             specs.push(Spec::new(ta, 16, n, 256));
@@ -136,8 +128,8 @@ pub fn cases() -> Result<Vec<Case>> {
             }
             .batch([2, 1], [1, 2]),
         );
-        // Larger rows and partial tiles; q6_K rows are whole 256-blocks.
-        let k = if ta == DType::Q6K { 1024 } else { 1056 };
+        // Larger rows and partial tiles; K-quant rows are whole 256-blocks.
+        let k = if ta.block_elems() == 256 { 1024 } else { 1056 };
         specs.push(Spec::new(ta, 1057, 1, k));
         specs.push(Spec::new(ta, 1056, 4, k));
         specs.push(Spec::new(ta, 129, 77, k));
@@ -169,7 +161,7 @@ pub fn cases() -> Result<Vec<Case>> {
 /// them one by one instead of four at a time.
 fn unaligned_activations() -> Result<Vec<Case>> {
     let mut cases = Vec::new();
-    for (i, ta) in TYPES.into_iter().skip(2).enumerate() {
+    for (i, ta) in table_types().filter(|t| t.is_quantized()).enumerate() {
         for n in [1, 3] {
             let mut b = CaseBuilder::new(9600 + 4 * i as u64 + n as u64);
             let (m, k) = (20, 512);
@@ -219,13 +211,7 @@ fn transposed() -> Result<Vec<Case>> {
 /// a big GPU's L2 cache, come from memory.
 pub fn perf_cases() -> Result<Vec<Case>> {
     let mut cases = Vec::new();
-    for ta in [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q8_0,
-        DType::F16,
-        DType::Q6K,
-    ] {
+    for ta in table_types().filter(|t| *t != DType::F32) {
         for (m, k) in [(4096, 4096), (14336, 4096), (4096, 14336)] {
             cases.push(repeated(Spec::new(ta, m, 1, k), 128 << 20)?);
         }

@@ -18,7 +18,10 @@ fn defs(t: DType) -> Option<&'static str> {
         DType::F32 | DType::F16 => "fn dequant(b: u32, j: u32) -> f32 { return load_a(b); }\n",
         DType::Q4_0 => "fn dequant(b: u32, j: u32) -> f32 { return q4_0_value(b, j); }\n",
         DType::Q4_1 => "fn dequant(b: u32, j: u32) -> f32 { return q4_1_value(b, j); }\n",
+        DType::Q5_0 => "fn dequant(b: u32, j: u32) -> f32 { return q5_0_value(b, j); }\n",
+        DType::Q5_1 => "fn dequant(b: u32, j: u32) -> f32 { return q5_1_value(b, j); }\n",
         DType::Q8_0 => "fn dequant(b: u32, j: u32) -> f32 { return q8_0_value(b, j); }\n",
+        DType::Q4K => "fn dequant(b: u32, j: u32) -> f32 { return q4_k_value(b, j); }\n",
         DType::Q6K => "fn dequant(b: u32, j: u32) -> f32 { return q6_k_value(b, j); }\n",
         DType::I32 => return None,
     })

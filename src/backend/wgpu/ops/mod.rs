@@ -175,7 +175,7 @@ fn address_unit(dtype: DType) -> usize {
     match dtype {
         DType::F16 => 2,
         DType::F32 | DType::I32 => 4,
-        DType::Q4_0 | DType::Q4_1 | DType::Q8_0 | DType::Q6K => 1,
+        _ => 1,
     }
 }
 

@@ -262,6 +262,24 @@ fn defs(t: DType) -> Option<&'static str> {
             true,
             true
         ),
+        DType::Q5_0 => decoder!(
+            "dq_q5_0(row + 22u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u",
+            true
+        ),
+        DType::Q5_1 => decoder!(
+            "dq_q5_1(row + 24u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u",
+            true
+        ),
+        DType::Q4K => decoder!(
+            "dq_q4_k(row + 144u * (u >> 5u), u & 31u)",
+            "x_elem_q4_k",
+            "k / 8u",
+            true
+        ),
         DType::Q8_0 => decoder!(
             "dq_q8_0(row + 34u * (u >> 2u), u & 3u)",
             "x_elem_linear",
