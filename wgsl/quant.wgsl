@@ -3,8 +3,8 @@
 // belong to, so the kernels gather the matching activations once and reuse
 // them across rows. Units are numbered so that consecutive invocations read
 // consecutive words: a q4_0/q4_1/q5_0/q5_1 unit is one code word of a block
-// (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K unit one
-// code word, a q6_K unit one ql and one qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
+// (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K unit two
+// (nibbles of one sub-block), a q6_K unit one ql and one qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
 // side by side reading interleaved words.
 //
 // Blocks of 18, 22, 34 and 210 bytes are not 4-byte aligned: the decoders read
@@ -60,9 +60,9 @@ fn x_elem_q4(u: u32, i: u32) -> u32 {
     return 32u * (u >> 2u) + 4u * (u & 3u) + (i & 3u) + 16u * (i >> 2u);
 }
 
-// q4_K unit: code word r of its block (see dq_q4_k).
+// q4_K unit: eight consecutive values of one sub-block (see q4_k_sub).
 fn x_elem_q4_k(u: u32, i: u32) -> u32 {
-    return 256u * (u >> 5u) + 64u * ((u >> 3u) & 3u) + 4u * (u & 7u) + (i & 3u) + 32u * (i >> 2u);
+    return 32u * (u >> 2u) + 8u * (u & 3u) + i;
 }
 
 fn x_elem_linear(u: u32, i: u32) -> u32 {
@@ -196,21 +196,26 @@ fn q4_k_scale_min(w: vec3<u32>, s: u32) -> vec2<f32> {
     );
 }
 
-// q4_K (144 bytes): f16 d, f16 dmin, 12 scale bytes, qs[128]. Unit r
-// (0..32) is code word r: its low nibbles are values 4(r & 7).. of
-// sub-block 2g (g = r / 8), its high nibbles the same values of sub-block
-// 2g + 1; value = d * scale * code - dmin * min.
-fn dq_q4_k(s: u32, r: u32) -> Unit {
+// q4_K (144 bytes): f16 d, f16 dmin, 12 scale bytes, qs[128]; value =
+// d * scale * code - dmin * min. Unit r (0..32) is values 8(r & 3)..+8 of
+// sub-block s = 2(r >> 3) + ((r >> 2) & 1): the low (even s) or high (odd
+// s) nibbles of code words 8(r >> 3) + 2(r & 3) and the next. Returns the
+// unit's step and offset and its code words shifted so the codes are the
+// low nibbles.
+fn q4_k_sub(s: u32, r: u32) -> QChunk {
     let dm = unpack2x16float(a_u32_at(s));
     let sc = vec3<u32>(a_u32_at(s + 4u), a_u32_at(s + 8u), a_u32_at(s + 12u));
-    let g = r >> 3u;
-    let lo = q4_k_scale_min(sc, 2u * g) * dm;
-    let hi = q4_k_scale_min(sc, 2u * g + 1u) * dm;
-    let q = a_u32_at(s + 16u + 4u * r);
-    return Unit(
-        fma(nib_lo(q), vec4<f32>(lo.x), vec4<f32>(-lo.y)),
-        fma(nib_hi(q), vec4<f32>(hi.x), vec4<f32>(-hi.y)),
-    );
+    let sub = 2u * (r >> 3u) + ((r >> 2u) & 1u);
+    let step_offset = q4_k_scale_min(sc, sub) * dm;
+    let q = a_vec2_at(s + 16u + 32u * (r >> 3u) + 8u * (r & 3u)) >> vec2<u32>(4u * (sub & 1u));
+    return QChunk(step_offset, q);
+}
+
+fn dq_q4_k(s: u32, r: u32) -> Unit {
+    let c = q4_k_sub(s, r);
+    let step = vec4<f32>(c.head.x);
+    let offset = vec4<f32>(-c.head.y);
+    return Unit(fma(nib_lo(c.q.x), step, offset), fma(nib_lo(c.q.y), step, offset));
 }
 
 // Four q6_K codes (-32..31): 4 bits of `ql` from bit `lo` of each byte, 2 of
@@ -246,8 +251,9 @@ fn dq_q6_k(s: u32, r: u32) -> Unit {
 }
 
 // The mat-vec kernel reads a row a unit at a time as a "chunk": a q4_0,
-// q4_1 or q8_0 unit keeps its code words, and its block's scale and offset
-// in `head`; the other types' units are decoded as they load (`u`). A
+// q4_1, q4_K or q8_0 unit keeps its code words, and its (sub-)block's
+// scale and offset in `head`; the other types' units are decoded as they
+// load (`u`). A
 // chunk's values are head.x * r + head.y, where the codes' raw values r sit
 // in the mantissa of 1.0 (r = 1 + code / 16 for nibbles, 1 + (code + 128) /
 // 256 for signed bytes): a shift and a mask per value, where converting an
@@ -301,6 +307,16 @@ fn q8_0_chunk(s: u32, w: u32) -> QChunk {
     let d = f16_lo(a_u32_at(s));
     let q = a_vec2_at(s + 2u + 8u * w) ^ vec2<u32>(0x80808080u);
     return QChunk(vec2<f32>(256.0 * d, -384.0 * d), q);
+}
+
+// q4_K: value = step * code - offset = 16 step * r - (16 step + offset).
+fn q4_k_chunk(s: u32, r: u32) -> QChunk {
+    let c = q4_k_sub(s, r);
+    return QChunk(vec2<f32>(16.0 * c.head.x, -16.0 * c.head.x - c.head.y), c.q);
+}
+
+fn q4_k_unit(ch: QChunk) -> Unit {
+    return Unit(nib_lo_raw(ch.q.x), nib_lo_raw(ch.q.y));
 }
 
 fn q8_0_unit(ch: QChunk) -> Unit {

@@ -278,6 +278,10 @@ fn defs(t: DType) -> Option<&'static str> {
             "dq_q4_k(row + 144u * (u >> 5u), u & 31u)",
             "x_elem_q4_k",
             "k / 8u",
+            "QChunk",
+            "q4_k_chunk(row + 144u * (u >> 5u), u & 31u)",
+            "q4_k",
+            true,
             true
         ),
         DType::Q8_0 => decoder!(
