@@ -25,6 +25,8 @@ pub enum DType {
     /// 256 values: 4-bit codes in 8 groups of 32, each with a 6-bit scale
     /// and minimum; f16 super-scale and super-minimum.
     Q4K,
+    /// 256 values: q4_K with a fifth bit per code.
+    Q5K,
     /// 256 values: 6-bit values in 16 groups with 8-bit scales, f16 super-scale.
     Q6K,
     /// 32-bit signed integer (token ids, positions, row indices).
@@ -33,7 +35,7 @@ pub enum DType {
 
 impl DType {
     /// Every type wginfer knows.
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 11] = [
         DType::F32,
         DType::F16,
         DType::Q4_0,
@@ -42,6 +44,7 @@ impl DType {
         DType::Q5_1,
         DType::Q8_0,
         DType::Q4K,
+        DType::Q5K,
         DType::Q6K,
         DType::I32,
     ];
@@ -51,7 +54,7 @@ impl DType {
         match self {
             DType::F32 | DType::F16 | DType::I32 => 1,
             DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
-            DType::Q4K | DType::Q6K => 256,
+            DType::Q4K | DType::Q5K | DType::Q6K => 256,
         }
     }
 
@@ -66,6 +69,7 @@ impl DType {
             DType::Q5_1 => 24,
             DType::Q8_0 => 34,
             DType::Q4K => 144,
+            DType::Q5K => 176,
             DType::Q6K => 210,
         }
     }
@@ -86,6 +90,7 @@ impl DType {
             DType::Q5_1 => 7,
             DType::Q8_0 => 8,
             DType::Q4K => 12,
+            DType::Q5K => 13,
             DType::Q6K => 14,
             DType::I32 => 26,
         }
@@ -107,6 +112,7 @@ impl DType {
             DType::Q5_1 => "q5_1",
             DType::Q8_0 => "q8_0",
             DType::Q4K => "q4_K",
+            DType::Q5K => "q5_K",
             DType::Q6K => "q6_K",
             DType::I32 => "i32",
         }

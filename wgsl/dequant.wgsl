@@ -1,6 +1,6 @@
 // Element j of one quantized block starting at byte `b` of binding a, one
 // function per type (layouts as in src/quant/*.rs). A kernel picks one in
-// its defs as `fn dequant(b, j)`. Blocks of 18 and 34 bytes need not be
+// its defs as `fn dequant(b, j)`. Blocks of 18, 22 and 34 bytes need not be
 // 4-byte aligned, and a view may start at any byte, so halves and bytes are
 // read byte by byte.
 
@@ -62,22 +62,41 @@ fn q6_k_value(b: u32, j: u32) -> f32 {
     return blk_f16(b + 208u) * f32(blk_i8(b + 192u + (j >> 4u))) * f32(q);
 }
 
-// q4_K (144 bytes): f16 d, f16 dmin, 12 bytes of packed 6-bit scales and
-// mins (src/quant/q4_k.rs), qs[128]. Value 32s + l of sub-block s has its
-// code in qs[32(s / 2) + l], low nibble for even s, high for odd.
-fn q4_k_value(b: u32, j: u32) -> f32 {
-    let s = j >> 5u;
-    let q = (a_u8(b + 16u + 32u * (s >> 1u) + (j & 31u)) >> (4u * (s & 1u))) & 15u;
-    let sc = b + 4u;
-    var scale: u32;
-    var mn: u32;
+// Scale and min (0..63) of sub-block s of a q4_K/q5_K block whose 12
+// packed scale bytes start at byte `sc` (src/quant/q4_k.rs `scale_min`).
+fn k_scale_min(sc: u32, s: u32) -> vec2<f32> {
     if (s < 4u) {
-        scale = a_u8(sc + s) & 63u;
-        mn = a_u8(sc + s + 4u) & 63u;
-    } else {
-        let x = a_u8(sc + s + 4u);
-        scale = (x & 15u) | ((a_u8(sc + s - 4u) >> 6u) << 4u);
-        mn = (x >> 4u) | ((a_u8(sc + s) >> 6u) << 4u);
+        return vec2<f32>(f32(a_u8(sc + s) & 63u), f32(a_u8(sc + s + 4u) & 63u));
     }
-    return blk_f16(b) * f32(scale) * f32(q) - blk_f16(b + 2u) * f32(mn);
+    let x = a_u8(sc + s + 4u);
+    return vec2<f32>(
+        f32((x & 15u) | ((a_u8(sc + s - 4u) >> 6u) << 4u)),
+        f32((x >> 4u) | ((a_u8(sc + s) >> 6u) << 4u)),
+    );
+}
+
+// Value j of a q4_K/q5_K block at b with code `q`: d * scale * q - dmin * min.
+fn k_value(b: u32, j: u32, q: u32) -> f32 {
+    let sm = k_scale_min(b + 4u, j >> 5u);
+    return blk_f16(b) * sm.x * f32(q) - blk_f16(b + 2u) * sm.y;
+}
+
+// Low 4 bits of the code of value j (sub-block s = j / 32) of a q4_K/q5_K
+// block whose codes start at byte qs: in qs[32(s / 2) + j % 32], low nibble
+// for even s.
+fn k_nibble(qs: u32, j: u32) -> u32 {
+    let s = j >> 5u;
+    return (a_u8(qs + 32u * (s >> 1u) + (j & 31u)) >> (4u * (s & 1u))) & 15u;
+}
+
+// q4_K (144 bytes): f16 d, f16 dmin, 12 scale bytes, qs[128].
+fn q4_k_value(b: u32, j: u32) -> f32 {
+    return k_value(b, j, k_nibble(b + 16u, j));
+}
+
+// q5_K (176 bytes): q4_K's fields with qh[32] before qs; the fifth bit of
+// value j is bit j / 32 of qh[j % 32].
+fn q5_k_value(b: u32, j: u32) -> f32 {
+    let hi = (a_u8(b + 16u + (j & 31u)) >> (j >> 5u)) & 1u;
+    return k_value(b, j, k_nibble(b + 48u, j) | (hi << 4u));
 }

@@ -3,8 +3,8 @@
 // belong to, so the kernels gather the matching activations once and reuse
 // them across rows. Units are numbered so that consecutive invocations read
 // consecutive words: a q4_0/q4_1/q5_0/q5_1 unit is one code word of a block
-// (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K unit two
-// (nibbles of one sub-block), a q6_K unit one ql and one qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
+// (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K/q5_K unit
+// two (nibbles of one sub-block), a q6_K unit one ql and one qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
 // side by side reading interleaved words.
 //
 // Blocks of 18, 22, 34 and 210 bytes are not 4-byte aligned: the decoders read
@@ -60,8 +60,8 @@ fn x_elem_q4(u: u32, i: u32) -> u32 {
     return 32u * (u >> 2u) + 4u * (u & 3u) + (i & 3u) + 16u * (i >> 2u);
 }
 
-// q4_K unit: eight consecutive values of one sub-block (see q4_k_sub).
-fn x_elem_q4_k(u: u32, i: u32) -> u32 {
+// q4_K/q5_K unit: eight consecutive values of one sub-block (see k_sub).
+fn x_elem_k(u: u32, i: u32) -> u32 {
     return 32u * (u >> 2u) + 8u * (u & 3u) + i;
 }
 
@@ -196,26 +196,47 @@ fn q4_k_scale_min(w: vec3<u32>, s: u32) -> vec2<f32> {
     );
 }
 
+// Sub-block of unit r (0..32) of a q4_K/q5_K block: units are eight
+// consecutive values, 8(r & 3).. of sub-block 2(r >> 3) + ((r >> 2) & 1).
+fn k_sub(r: u32) -> u32 {
+    return 2u * (r >> 3u) + ((r >> 2u) & 1u);
+}
+
 // q4_K (144 bytes): f16 d, f16 dmin, 12 scale bytes, qs[128]; value =
-// d * scale * code - dmin * min. Unit r (0..32) is values 8(r & 3)..+8 of
-// sub-block s = 2(r >> 3) + ((r >> 2) & 1): the low (even s) or high (odd
-// s) nibbles of code words 8(r >> 3) + 2(r & 3) and the next. Returns the
-// unit's step and offset and its code words shifted so the codes are the
-// low nibbles.
-fn q4_k_sub(s: u32, r: u32) -> QChunk {
+// d * scale * code - dmin * min. The codes of unit r are the low (even
+// sub-block) or high (odd) nibbles of code words 8(r >> 3) + 2(r & 3) and
+// the next. Returns the unit's step and offset and those code words, from
+// byte `qs` of the block at s, shifted so the codes are the low nibbles
+// (q5_K keeps the same fields, with its fifth bits before its codes).
+fn k_unit_words(s: u32, r: u32, qs: u32) -> QChunk {
     let dm = unpack2x16float(a_u32_at(s));
     let sc = vec3<u32>(a_u32_at(s + 4u), a_u32_at(s + 8u), a_u32_at(s + 12u));
-    let sub = 2u * (r >> 3u) + ((r >> 2u) & 1u);
+    let sub = k_sub(r);
     let step_offset = q4_k_scale_min(sc, sub) * dm;
-    let q = a_vec2_at(s + 16u + 32u * (r >> 3u) + 8u * (r & 3u)) >> vec2<u32>(4u * (sub & 1u));
+    let q = a_vec2_at(s + qs + 32u * (r >> 3u) + 8u * (r & 3u)) >> vec2<u32>(4u * (sub & 1u));
     return QChunk(step_offset, q);
 }
 
 fn dq_q4_k(s: u32, r: u32) -> Unit {
-    let c = q4_k_sub(s, r);
+    let c = k_unit_words(s, r, 16u);
     let step = vec4<f32>(c.head.x);
     let offset = vec4<f32>(-c.head.y);
     return Unit(fma(nib_lo(c.q.x), step, offset), fma(nib_lo(c.q.y), step, offset));
+}
+
+// q5_K (176 bytes): q4_K's d, dmin and scales, then qh[32] (the fifth bit
+// of value l of sub-block t is bit t of qh[l]), then the low bits as q4_K's
+// codes.
+fn dq_q5_k(s: u32, r: u32) -> Unit {
+    let c = k_unit_words(s, r, 48u);
+    let hi = (a_vec2_at(s + 16u + 8u * (r & 3u)) >> vec2<u32>(k_sub(r))) & vec2<u32>(0x01010101u);
+    let q = (c.q & vec2<u32>(0x0f0f0f0fu)) | (hi << vec2<u32>(4u));
+    let step = vec4<f32>(c.head.x);
+    let offset = vec4<f32>(-c.head.y);
+    return Unit(
+        fma(vec4<f32>(unpack4xU8(q.x)), step, offset),
+        fma(vec4<f32>(unpack4xU8(q.y)), step, offset),
+    );
 }
 
 // Four q6_K codes (-32..31): 4 bits of `ql` from bit `lo` of each byte, 2 of
@@ -311,7 +332,7 @@ fn q8_0_chunk(s: u32, w: u32) -> QChunk {
 
 // q4_K: value = step * code - offset = 16 step * r - (16 step + offset).
 fn q4_k_chunk(s: u32, r: u32) -> QChunk {
-    let c = q4_k_sub(s, r);
+    let c = k_unit_words(s, r, 16u);
     return QChunk(vec2<f32>(16.0 * c.head.x, -16.0 * c.head.x - c.head.y), c.q);
 }
 

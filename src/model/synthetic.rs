@@ -195,7 +195,7 @@ impl SyntheticLlama {
 fn scale_offsets(dtype: DType) -> &'static [usize] {
     match dtype {
         DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
-        DType::Q4_1 | DType::Q5_1 | DType::Q4K => &[0, 2],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
         DType::Q6K => &[208],
         DType::F32 | DType::F16 | DType::I32 => &[],
     }

@@ -15,6 +15,7 @@ mod q4_0;
 mod q4_1;
 mod q4_k;
 mod q5;
+mod q5_k;
 mod q6_k;
 mod q8_0;
 pub mod q8_dot;
@@ -23,6 +24,7 @@ pub use q4_0::BlockQ4_0;
 pub use q4_1::BlockQ4_1;
 pub use q4_k::BlockQ4K;
 pub use q5::{BlockQ5_0, BlockQ5_1};
+pub use q5_k::BlockQ5K;
 pub use q6_k::BlockQ6K;
 pub use q8_0::BlockQ8_0;
 
@@ -72,6 +74,7 @@ pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()>
         DType::Q5_1 => dequantize_blocks::<BlockQ5_1>(bytes, out),
         DType::Q8_0 => dequantize_blocks::<BlockQ8_0>(bytes, out),
         DType::Q4K => dequantize_blocks::<BlockQ4K>(bytes, out),
+        DType::Q5K => dequantize_blocks::<BlockQ5K>(bytes, out),
         DType::Q6K => dequantize_blocks::<BlockQ6K>(bytes, out),
         DType::I32 => return Err(integer_rows(dtype)),
     }
@@ -98,6 +101,7 @@ pub fn quantize_row(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
         DType::Q5_1 => quantize_blocks::<BlockQ5_1>(values, &mut bytes),
         DType::Q8_0 => quantize_blocks::<BlockQ8_0>(values, &mut bytes),
         DType::Q4K => quantize_blocks::<BlockQ4K>(values, &mut bytes),
+        DType::Q5K => quantize_blocks::<BlockQ5K>(values, &mut bytes),
         DType::Q6K => quantize_blocks::<BlockQ6K>(values, &mut bytes),
         DType::I32 => return Err(integer_rows(dtype)),
     }
@@ -125,6 +129,7 @@ pub fn dot_row(dtype: DType, bytes: &[u8], x: &[f32]) -> Result<f32> {
         DType::Q5_1 => dot_blocks::<BlockQ5_1>(bytes, x),
         DType::Q8_0 => dot_blocks::<BlockQ8_0>(bytes, x),
         DType::Q4K => dot_blocks::<BlockQ4K>(bytes, x),
+        DType::Q5K => dot_blocks::<BlockQ5K>(bytes, x),
         DType::Q6K => dot_blocks::<BlockQ6K>(bytes, x),
         DType::I32 => return Err(integer_rows(dtype)),
     })

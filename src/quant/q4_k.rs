@@ -43,7 +43,7 @@ pub(crate) fn scale_min(scales: &[u8; 12], s: usize) -> (u8, u8) {
 }
 
 /// The inverse of [`scale_min`] for all eight sub-blocks.
-fn pack_scales(sc: &[u8; 8], mn: &[u8; 8]) -> [u8; 12] {
+pub(crate) fn pack_scales(sc: &[u8; 8], mn: &[u8; 8]) -> [u8; 12] {
     let mut out = [0u8; 12];
     for s in 0..4 {
         out[s] = sc[s] | ((sc[s + 4] >> 4) << 6);
@@ -51,6 +51,60 @@ fn pack_scales(sc: &[u8; 8], mn: &[u8; 8]) -> [u8; 12] {
         out[s + 8] = (sc[s + 4] & 0xF) | ((mn[s + 4] & 0xF) << 4);
     }
     out
+}
+
+/// Step and offset of sub-block `s` of a K-quant block with super-scale `d`,
+/// super-minimum `dmin` and packed `scales`: its values are
+/// `step * code - offset`.
+#[inline(always)]
+pub(crate) fn step_offset(d: f16, dmin: f16, scales: &[u8; 12], s: usize) -> (f32, f32) {
+    let (sc, mn) = scale_min(scales, s);
+    (d.to_f32() * sc as f32, dmin.to_f32() * mn as f32)
+}
+
+/// The super-scale, super-minimum and packed scales of a K-quant block
+/// whose sub-blocks of 32 use codes `0..=max_code`: per sub-block, the codes
+/// span [min(lowest, 0), highest], and the sub-blocks' steps and offsets
+/// are quantized to 6 bits of the largest of each. Simpler than ggml's
+/// iterative search, and within test-quantize-fns' error bound.
+pub(crate) fn quantize_scales(v: &[f32; 256], max_code: f32) -> (f16, f16, [u8; 12]) {
+    let (mut step, mut offset) = ([0.0f32; 8], [0.0f32; 8]);
+    for (s, chunk) in v.chunks_exact(32).enumerate() {
+        let lo = chunk.iter().copied().fold(0.0f32, f32::min);
+        let hi = chunk.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        step[s] = (hi - lo) / max_code;
+        offset[s] = -lo;
+    }
+    let d = f16::from_f32(step.iter().copied().fold(0.0, f32::max) / 63.0);
+    let dmin = f16::from_f32(offset.iter().copied().fold(0.0, f32::max) / 63.0);
+    let six_bits = |x: f32, unit: f16| (x * inverse(unit.to_f32())).round().clamp(0.0, 63.0) as u8;
+    let sc = step.map(|x| six_bits(x, d));
+    let mn = offset.map(|x| six_bits(x, dmin));
+    (d, dmin, pack_scales(&sc, &mn))
+}
+
+/// Codes (`0..=max_code`) of a block's values against the steps and
+/// offsets that decoding will use, in value order.
+pub(crate) fn quantize_codes(
+    v: &[f32; 256],
+    max_code: f32,
+    d: f16,
+    dmin: f16,
+    scales: &[u8; 12],
+) -> [u8; 256] {
+    let mut codes = [0u8; 256];
+    for (s, (chunk, out)) in v
+        .chunks_exact(32)
+        .zip(codes.chunks_exact_mut(32))
+        .enumerate()
+    {
+        let (step, offset) = step_offset(d, dmin, scales, s);
+        let inv = inverse(step);
+        for (&x, q) in chunk.iter().zip(out) {
+            *q = ((x + offset) * inv).round().clamp(0.0, max_code) as u8;
+        }
+    }
+    codes
 }
 
 impl BlockQ4K {
@@ -61,11 +115,9 @@ impl BlockQ4K {
         ((b >> (4 * (s % 2))) & 0xF) as f32
     }
 
-    /// Step and offset of sub-block `s`: its values are `step * code - offset`.
     #[inline(always)]
     fn step_offset(&self, s: usize) -> (f32, f32) {
-        let (sc, mn) = scale_min(&self.scales, s);
-        (self.d.to_f32() * sc as f32, self.dmin.to_f32() * mn as f32)
+        step_offset(self.d, self.dmin, &self.scales, s)
     }
 }
 
@@ -82,41 +134,21 @@ impl QuantBlock for BlockQ4K {
         }
     }
 
-    /// Per sub-block, codes 0..15 span [min(lowest, 0), highest]; the
-    /// sub-blocks' steps and offsets are then quantized to 6 bits of the
-    /// largest of each. Simpler than ggml's iterative search, and within
-    /// test-quantize-fns' error bound.
     fn quantize(values: &[f32]) -> Self {
         let v: &[f32; 256] = as_block(values);
-        let (mut step, mut offset) = ([0.0f32; 8], [0.0f32; 8]);
-        for (s, chunk) in v.chunks_exact(32).enumerate() {
-            let lo = chunk.iter().copied().fold(0.0f32, f32::min);
-            let hi = chunk.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            step[s] = (hi - lo) / 15.0;
-            offset[s] = -lo;
+        let (d, dmin, scales) = quantize_scales(v, 15.0);
+        let codes = quantize_codes(v, 15.0, d, dmin, &scales);
+        let mut qs = [0u8; 128];
+        for (p, &q) in codes.iter().enumerate() {
+            let s = p / 32;
+            qs[32 * (s / 2) + p % 32] |= q << (4 * (s % 2));
         }
-        let d = f16::from_f32(step.iter().copied().fold(0.0, f32::max) / 63.0);
-        let dmin = f16::from_f32(offset.iter().copied().fold(0.0, f32::max) / 63.0);
-        let six_bits =
-            |x: f32, unit: f16| (x * inverse(unit.to_f32())).round().clamp(0.0, 63.0) as u8;
-        let sc = step.map(|x| six_bits(x, d));
-        let mn = offset.map(|x| six_bits(x, dmin));
-        let mut block = BlockQ4K {
+        BlockQ4K {
             d,
             dmin,
-            scales: pack_scales(&sc, &mn),
-            qs: [0; 128],
-        };
-        // Codes against the steps and offsets that decoding will use.
-        for (s, chunk) in v.chunks_exact(32).enumerate() {
-            let (step, offset) = block.step_offset(s);
-            let inv = inverse(step);
-            for (l, &x) in chunk.iter().enumerate() {
-                let q = ((x + offset) * inv).round().clamp(0.0, 15.0) as u8;
-                block.qs[32 * (s / 2) + l] |= q << (4 * (s % 2));
-            }
+            scales,
+            qs,
         }
-        block
     }
 
     fn dot(&self, x: &[f32]) -> f32 {

@@ -212,6 +212,7 @@ pub fn cases() -> Result<Vec<Case>> {
             (DType::Q8_0, 256, 33, 3),
             (DType::Q6K, 512, 20, 2),
             (DType::Q4K, 1024, 40, 1),
+            (DType::Q5K, 512, 21, 2),
             (DType::Q5_0, 96, 17, 3),
             (DType::F16, 100, 9, 5),
             (DType::F32, 64, 16, 8),

@@ -22,6 +22,7 @@ fn defs(t: DType) -> Option<&'static str> {
         DType::Q5_1 => "fn dequant(b: u32, j: u32) -> f32 { return q5_1_value(b, j); }\n",
         DType::Q8_0 => "fn dequant(b: u32, j: u32) -> f32 { return q8_0_value(b, j); }\n",
         DType::Q4K => "fn dequant(b: u32, j: u32) -> f32 { return q4_k_value(b, j); }\n",
+        DType::Q5K => "fn dequant(b: u32, j: u32) -> f32 { return q5_k_value(b, j); }\n",
         DType::Q6K => "fn dequant(b: u32, j: u32) -> f32 { return q6_k_value(b, j); }\n",
         DType::I32 => return None,
     })

@@ -276,12 +276,18 @@ fn defs(t: DType) -> Option<&'static str> {
         ),
         DType::Q4K => decoder!(
             "dq_q4_k(row + 144u * (u >> 5u), u & 31u)",
-            "x_elem_q4_k",
+            "x_elem_k",
             "k / 8u",
             "QChunk",
             "q4_k_chunk(row + 144u * (u >> 5u), u & 31u)",
             "q4_k",
             true,
+            true
+        ),
+        DType::Q5K => decoder!(
+            "dq_q5_k(row + 176u * (u >> 5u), u & 31u)",
+            "x_elem_k",
+            "k / 8u",
             true
         ),
         DType::Q8_0 => decoder!(
