@@ -380,13 +380,17 @@ type FastCase = (DType, usize, usize, [usize; 4], [usize; 4]);
 fn quantized_dots_stay_within_the_mul_mat_limit() {
     let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
     let mut rng = Rng::new(11);
-    let cases: [FastCase; 7] = [
+    let cases: [FastCase; 11] = [
         (DType::Q4_0, 256, 13, [256, 1, 1, 1], NO_PERMUTE),
         (DType::Q4_1, 96, 7, [96, 9, 1, 1], NO_PERMUTE),
         (DType::Q8_0, 512, 5, [512, 3, 2, 1], NO_PERMUTE),
         (DType::Q4_0, 64, 3, [64, 4, 3, 2], [0, 2, 1, 3]),
         (DType::Q4_1, 576, 33, [576, 1, 1, 1], NO_PERMUTE),
         (DType::Q6K, 256, 4, [256, 2, 1, 1], NO_PERMUTE),
+        (DType::Q5_0, 64, 5, [64, 3, 1, 1], NO_PERMUTE),
+        (DType::Q5_1, 96, 4, [96, 1, 2, 1], NO_PERMUTE),
+        (DType::Q4K, 512, 6, [512, 2, 1, 1], NO_PERMUTE),
+        (DType::Q5K, 256, 5, [256, 3, 1, 1], NO_PERMUTE),
         (DType::F16, 40, 6, [40, 3, 1, 1], NO_PERMUTE),
     ];
     for (dtype, k, m, b_ne, axes) in cases {

@@ -31,7 +31,7 @@ const _: () = assert!(size_of::<BlockQ6K>() == DType::Q6K.block_bytes());
 /// The four codes (-32..31) that share `ql[l]`, `ql[l + 32]` and `qh[l]` of one
 /// half; they belong to values `l`, `l + 32`, `l + 64` and `l + 96` of it.
 #[inline(always)]
-fn unpack(ql_a: u8, ql_b: u8, qh: u8) -> [i32; 4] {
+pub(super) fn unpack(ql_a: u8, ql_b: u8, qh: u8) -> [i32; 4] {
     [
         (ql_a & 0xF) | ((qh & 3) << 4),
         (ql_b & 0xF) | (((qh >> 2) & 3) << 4),

@@ -1,17 +1,18 @@
 //! The CPU fast path's dot products, as ggml computes them: activations
 //! quantized to 8 bits per 32-value block ([`Q8Row`], ggml's q8_0/q8_1:
-//! codes against the f32 scale, the scale kept as f16), then integer dot products of weight blocks with them, one
-//! multiply by both scales per block.
+//! codes against the f32 scale, the scale kept as f16), then integer dot
+//! products of weight blocks with them, one multiply by both scales per
+//! block (per 32-value sub-block for the K-quants).
 //!
-//! The block loops exist in plain Rust and, on x86-64, with AVX2
-//! intrinsics chosen at run time when the CPU has AVX2 and FMA (ggml's
-//! main path there); other CPUs run the plain loops. Quantizing the activations costs accuracy within
-//! the limits llama.cpp's test-backend-ops allows for quantized mul_mat;
-//! [`crate::quant::dot_row`] stays the exact reference.
+//! Every block type has plain-Rust loops; on x86-64, every type but q6_K
+//! also has AVX2 loops, chosen at run time when the CPU has AVX2, FMA and
+//! F16C (ggml's main path there). Quantizing the activations costs
+//! accuracy within the limits llama.cpp's test-backend-ops allows for
+//! quantized mul_mat; [`crate::quant::dot_row`] stays the exact reference.
 
 use half::f16;
 
-use super::{BlockQ4_0, BlockQ4_1, BlockQ8_0};
+use super::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use crate::{DType, Error, Result};
 
 const BLOCK: usize = 32;
@@ -79,7 +80,7 @@ impl Q8Row {
 
 /// Whether [`dot`] takes rows of `dtype`.
 pub fn supports(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0)
+    dtype.is_quantized()
 }
 
 /// Dot product of a row of `dtype` weights (`bytes`, dense blocks) with
@@ -113,7 +114,16 @@ pub fn dots(dtype: DType, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result
     match dtype {
         DType::Q4_0 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q4_0)),
         DType::Q4_1 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q4_1)),
-        _ => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q8_0)),
+        DType::Q8_0 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q8_0)),
+        DType::Q5_0 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q5_0)),
+        DType::Q5_1 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q5_1)),
+        DType::Q4K => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q4_k)),
+        DType::Q5K => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q5_k)),
+        // Plain loops only, for now.
+        DType::Q6K => with_blocks(bytes, |b| each_column(b, xs, out, portable::q6_k)),
+        DType::F32 | DType::F16 | DType::I32 => {
+            return Err(Error::UnsupportedType(format!("q8 dots of {dtype} rows")))
+        }
     }
     Ok(())
 }
@@ -129,6 +139,10 @@ struct Kernels {
     q4_0: fn(&[BlockQ4_0], &Q8Row) -> f32,
     q4_1: fn(&[BlockQ4_1], &Q8Row) -> f32,
     q8_0: fn(&[BlockQ8_0], &Q8Row) -> f32,
+    q5_0: fn(&[BlockQ5_0], &Q8Row) -> f32,
+    q5_1: fn(&[BlockQ5_1], &Q8Row) -> f32,
+    q4_k: fn(&[BlockQ4K], &Q8Row) -> f32,
+    q5_k: fn(&[BlockQ5K], &Q8Row) -> f32,
 }
 
 /// Calls `f` with `bytes` as blocks: in place when aligned (GGUF aligns
@@ -159,12 +173,20 @@ fn kernels() -> &'static Kernels {
                 q4_0: |b, x| unsafe { avx2::q4_0(b, x) },
                 q4_1: |b, x| unsafe { avx2::q4_1(b, x) },
                 q8_0: |b, x| unsafe { avx2::q8_0(b, x) },
+                q5_0: |b, x| unsafe { avx2::q5_0(b, x) },
+                q5_1: |b, x| unsafe { avx2::q5_1(b, x) },
+                q4_k: |b, x| unsafe { avx2::q4_k(b, x) },
+                q5_k: |b, x| unsafe { avx2::q5_k(b, x) },
             };
         }
         Kernels {
             q4_0: portable::q4_0,
             q4_1: portable::q4_1,
             q8_0: portable::q8_0,
+            q5_0: portable::q5_0,
+            q5_1: portable::q5_1,
+            q4_k: portable::q4_k,
+            q5_k: portable::q5_k,
         }
     })
 }
@@ -173,7 +195,10 @@ fn kernels() -> &'static Kernels {
 /// instruction set's kernels agree up to the f32 accumulation order).
 mod portable {
     use super::{f16_to_f32, Q8Row, BLOCK};
-    use crate::quant::{BlockQ4_0, BlockQ4_1, BlockQ8_0};
+    use crate::quant::q4_k::step_offset;
+    use crate::quant::q6_k::unpack;
+    use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
+    use crate::quant::{BlockQ6K, BlockQ8_0};
 
     /// Σ code * x-code over one block of 4-bit codes (low nibbles are
     /// values 0..16, high nibbles 16..32).
@@ -207,6 +232,136 @@ mod portable {
         acc
     }
 
+    /// The 5-bit codes of a q5_0/q5_1 block dotted with its x-codes.
+    fn q5_dot(qs: &[u8; 16], qh: [u8; 4], xq: &[i8]) -> i32 {
+        let h = u32::from_le_bytes(qh);
+        let (lo, hi) = xq.split_at(16);
+        let mut sum = 0i32;
+        for j in 0..16 {
+            let c0 = (qs[j] & 0xf) as i32 | ((h >> j) as i32 & 1) << 4;
+            let c1 = (qs[j] >> 4) as i32 | ((h >> (j + 16)) as i32 & 1) << 4;
+            sum += c0 * i32::from(lo[j]) + c1 * i32::from(hi[j]);
+        }
+        sum
+    }
+
+    /// q5_0: d * (code - 16).
+    pub fn q5_0(blocks: &[BlockQ5_0], x: &Q8Row) -> f32 {
+        let mut acc = 0.0f32;
+        for (b, (w, xq)) in blocks.iter().zip(x.q.chunks_exact(BLOCK)).enumerate() {
+            let s = q5_dot(&w.qs, w.qh, xq) - 16 * x.sums[b];
+            acc += f16_to_f32(w.d) * x.d[b] * s as f32;
+        }
+        acc
+    }
+
+    /// q5_1: d * code + m.
+    pub fn q5_1(blocks: &[BlockQ5_1], x: &Q8Row) -> f32 {
+        let mut acc = 0.0f32;
+        for (b, (w, xq)) in blocks.iter().zip(x.q.chunks_exact(BLOCK)).enumerate() {
+            let s = q5_dot(&w.qs, w.qh, xq);
+            acc += x.d[b] * (f16_to_f32(w.d) * s as f32 + f16_to_f32(w.m) * x.sums[b] as f32);
+        }
+        acc
+    }
+
+    /// Σ code * x-code over 32 values; fixed sizes so that the loop vectorizes.
+    fn dot32(codes: &[u8; 32], xq: &[i8]) -> i32 {
+        let xq: &[i8; 32] = xq.try_into().expect("x-blocks hold 32 codes");
+        let mut sum = 0i32;
+        for l in 0..32 {
+            sum += i32::from(codes[l]) * i32::from(xq[l]);
+        }
+        sum
+    }
+
+    /// A K-quant row whose sub-blocks of 32 line up with the x-blocks.
+    /// `codes(block, g)` unpacks the codes of sub-blocks 2g and 2g + 1,
+    /// `step_offset(block, s)` gives sub-block s's values as step * code -
+    /// offset, so its dot is dx (step Σ code * xq - offset Σ xq).
+    fn k_quant<B>(
+        blocks: &[B],
+        x: &Q8Row,
+        step_offset: impl Fn(&B, usize) -> (f32, f32),
+        codes: impl Fn(&B, usize) -> [[u8; 32]; 2],
+    ) -> f32 {
+        let mut acc = 0.0f32;
+        for (i, w) in blocks.iter().enumerate() {
+            for g in 0..4 {
+                for (h, c) in codes(w, g).iter().enumerate() {
+                    let (s, b) = (2 * g + h, 8 * i + 2 * g + h);
+                    let dot = dot32(c, &x.q[BLOCK * b..][..BLOCK]);
+                    let (step, offset) = step_offset(w, s);
+                    acc += x.d[b] * (step * dot as f32 - offset * x.sums[b] as f32);
+                }
+            }
+        }
+        acc
+    }
+
+    /// The low and high nibbles of 32 bytes.
+    fn nibbles(qs: &[u8]) -> [[u8; 32]; 2] {
+        let qs: &[u8; 32] = qs.try_into().expect("32 code bytes");
+        [qs.map(|q| q & 0xf), qs.map(|q| q >> 4)]
+    }
+
+    pub fn q4_k(blocks: &[BlockQ4K], x: &Q8Row) -> f32 {
+        k_quant(
+            blocks,
+            x,
+            |w, s| step_offset(w.d, w.dmin, &w.scales, s),
+            |w, g| nibbles(&w.qs[32 * g..][..32]),
+        )
+    }
+
+    pub fn q5_k(blocks: &[BlockQ5K], x: &Q8Row) -> f32 {
+        k_quant(
+            blocks,
+            x,
+            |w, s| step_offset(w.d, w.dmin, &w.scales, s),
+            |w, g| {
+                let [mut lo, mut hi] = nibbles(&w.qs[32 * g..][..32]);
+                for l in 0..32 {
+                    lo[l] |= ((w.qh[l] >> (2 * g)) & 1) << 4;
+                    hi[l] |= ((w.qh[l] >> (2 * g + 1)) & 1) << 4;
+                }
+                [lo, hi]
+            },
+        )
+    }
+
+    /// q6_K: d * scale * code, one scale per 16 values (two per x-block).
+    pub fn q6_k(blocks: &[BlockQ6K], x: &Q8Row) -> f32 {
+        let mut acc = 0.0f32;
+        let mut codes = [0i8; 256];
+        for (i, w) in blocks.iter().enumerate() {
+            for h in 0..2 {
+                for l in 0..32 {
+                    let q = unpack(w.ql[64 * h + l], w.ql[64 * h + l + 32], w.qh[32 * h + l]);
+                    for (t, q) in q.into_iter().enumerate() {
+                        codes[128 * h + 32 * t + l] = q as i8;
+                    }
+                }
+            }
+            let mut block = 0.0f32;
+            for (s, (c, xq)) in codes
+                .chunks_exact(BLOCK)
+                .zip(x.q[BLOCK * 8 * i..][..256].chunks_exact(BLOCK))
+                .enumerate()
+            {
+                let (mut s0, mut s1) = (0i32, 0i32);
+                for l in 0..16 {
+                    s0 += i32::from(c[l]) * i32::from(xq[l]);
+                    s1 += i32::from(c[l + 16]) * i32::from(xq[l + 16]);
+                }
+                let sc = |g: usize| i32::from(w.scales[2 * s + g]);
+                block += x.d[8 * i + s] * (sc(0) * s0 + sc(1) * s1) as f32;
+            }
+            acc += f16_to_f32(w.d) * block;
+        }
+        acc
+    }
+
     /// q8_0: d * code.
     pub fn q8_0(blocks: &[BlockQ8_0], x: &Q8Row) -> f32 {
         let mut acc = 0.0f32;
@@ -236,7 +391,8 @@ mod avx2 {
     use half::f16;
 
     use super::{Q8Row, BLOCK};
-    use crate::quant::{BlockQ4_0, BlockQ4_1, BlockQ8_0};
+    use crate::quant::q4_k::scale_min;
+    use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 
     /// Σ of eight f32 lanes.
     #[target_feature(enable = "avx2,fma")]
@@ -280,21 +436,42 @@ mod avx2 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h.to_bits()))))
     }
 
-    /// Over blocks of 4-bit codes, each with its codes, scale `d` and
-    /// offset factor `o`: (Σ d dx Σ code·xq, Σ o dx Σ xq). Two vector
-    /// accumulators, the second holding one eighth of its sum per lane, so
-    /// no scalar sum chains through the blocks.
+    /// Bit j of `qh` as 0x10 in byte j (q5_0/q5_1's fifth bits).
+    #[target_feature(enable = "avx2,fma")]
+    fn fifth_bits(qh: u32) -> __m256i {
+        // Byte j takes byte j / 8 of qh, then keeps bit j % 8 of it.
+        let spread = _mm256_setr_epi64x(
+            0,
+            0x0101_0101_0101_0101,
+            0x0202_0202_0202_0202,
+            0x0303_0303_0303_0303,
+        );
+        let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), spread);
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    }
+
+    /// Over blocks of 4-bit codes (5-bit with `FIFTH`: their fifth bits in
+    /// the `u32`), each with its codes, scale `d` and offset factor `o`:
+    /// (Σ d dx Σ code·xq, Σ o dx Σ xq). Two vector accumulators, the second
+    /// holding one eighth of its sum per lane, so no scalar sum chains
+    /// through the blocks.
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn nibble_sums<'a>(
-        blocks: impl Iterator<Item = (&'a [u8; 16], f16, f16)>,
+    fn nibble_sums<'a, const FIFTH: bool>(
+        blocks: impl Iterator<Item = (&'a [u8; 16], u32, f16, f16)>,
         x: &Q8Row,
     ) -> (f32, f32) {
         let mut acc = _mm256_setzero_ps();
         let mut offsets = _mm256_setzero_ps();
-        for ((qs, d, o), (xq, (&dx, &ds))) in
+        for ((qs, qh, d, o), (xq, (&dx, &ds))) in
             blocks.zip(x.q.chunks_exact(BLOCK).zip(x.d.iter().zip(&x.dsums)))
         {
-            let p = dot_u8_i8(nibbles(qs), codes(xq));
+            let mut c = nibbles(qs);
+            if FIFTH {
+                c = _mm256_or_si256(c, fifth_bits(qh));
+            }
+            let p = dot_u8_i8(c, codes(xq));
             acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale(d) * dx), acc);
             offsets = _mm256_fmadd_ps(_mm256_set1_ps(scale(o)), _mm256_set1_ps(ds), offsets);
         }
@@ -304,15 +481,100 @@ mod avx2 {
     /// q4_0: codes are stored plus 8, so Σ d (code - 8) x = Σ d code x - 8 d Σ x.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub fn q4_0(blocks: &[BlockQ4_0], x: &Q8Row) -> f32 {
-        let (dot, offset) = nibble_sums(blocks.iter().map(|w| (&w.qs, w.d, w.d)), x);
+        let (dot, offset) = nibble_sums::<false>(blocks.iter().map(|w| (&w.qs, 0, w.d, w.d)), x);
         dot - 8.0 * offset
     }
 
     /// q4_1: d * code + m.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub fn q4_1(blocks: &[BlockQ4_1], x: &Q8Row) -> f32 {
-        let (dot, offset) = nibble_sums(blocks.iter().map(|w| (&w.qs, w.d, w.m)), x);
+        let (dot, offset) = nibble_sums::<false>(blocks.iter().map(|w| (&w.qs, 0, w.d, w.m)), x);
         dot + offset
+    }
+
+    /// q5_0: codes are stored plus 16.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub fn q5_0(blocks: &[BlockQ5_0], x: &Q8Row) -> f32 {
+        let (dot, offset) = nibble_sums::<true>(
+            blocks
+                .iter()
+                .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.d)),
+            x,
+        );
+        dot - 16.0 * offset
+    }
+
+    /// q5_1: d * code + m.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub fn q5_1(blocks: &[BlockQ5_1], x: &Q8Row) -> f32 {
+        let (dot, offset) = nibble_sums::<true>(
+            blocks
+                .iter()
+                .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.m)),
+            x,
+        );
+        dot + offset
+    }
+
+    /// q4_K and q5_K: per sub-block s, d sc(s) dx Σ code xq - dmin mn(s)
+    /// dx Σ xq. `qh` holds q5_K's fifth bits (bit s of byte l for value l
+    /// of sub-block s).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn k_quant<'a>(
+        blocks: impl Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
+        x: &Q8Row,
+    ) -> f32 {
+        let mask = _mm256_set1_epi8(0x0f);
+        let one = _mm256_set1_epi8(1);
+        let mut acc = _mm256_setzero_ps();
+        let mut offsets = 0.0f32;
+        for (i, (d, dmin, scales, qs, qh)) in blocks.enumerate() {
+            let (d, dmin) = (scale(d), scale(dmin));
+            // SAFETY: qh is 32 readable bytes; the load is unaligned.
+            let high = qh.map(|h| unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
+            for g in 0..4 {
+                // SAFETY: 32 bytes of the 128 from 32g; the load is unaligned.
+                let packed = unsafe { _mm256_loadu_si256(qs[32 * g..].as_ptr().cast()) };
+                let mut pair = [
+                    _mm256_and_si256(packed, mask),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
+                ];
+                if let Some(h) = high {
+                    for (t, c) in pair.iter_mut().enumerate() {
+                        let n = _mm_cvtsi32_si128((2 * g + t) as i32);
+                        let bit = _mm256_and_si256(_mm256_srl_epi16(h, n), one);
+                        *c = _mm256_or_si256(*c, _mm256_slli_epi16::<4>(bit));
+                    }
+                }
+                for (t, c) in pair.into_iter().enumerate() {
+                    let s = 2 * g + t;
+                    let b = 8 * i + s;
+                    let (sc, mn) = scale_min(scales, s);
+                    let p = dot_u8_i8(c, codes(&x.q[BLOCK * b..]));
+                    acc = _mm256_fmadd_ps(p, _mm256_set1_ps(d * f32::from(sc) * x.d[b]), acc);
+                    offsets += dmin * f32::from(mn) * x.dsums[b];
+                }
+            }
+        }
+        sum8(acc) - offsets
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub fn q4_k(blocks: &[BlockQ4K], x: &Q8Row) -> f32 {
+        k_quant(
+            blocks.iter().map(|w| (w.d, w.dmin, &w.scales, &w.qs, None)),
+            x,
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub fn q5_k(blocks: &[BlockQ5K], x: &Q8Row) -> f32 {
+        k_quant(
+            blocks
+                .iter()
+                .map(|w| (w.d, w.dmin, &w.scales, &w.qs, Some(&w.qh))),
+            x,
+        )
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -355,7 +617,7 @@ mod tests {
         let x = values(n, 7);
         let mut xq = Q8Row::default();
         xq.quantize(&x).unwrap();
-        for dtype in [DType::Q4_0, DType::Q4_1, DType::Q8_0] {
+        for dtype in DType::ALL.into_iter().filter(|t| t.is_quantized()) {
             let w = quantize_row(dtype, &values(n, 99)).unwrap();
             let exact = dot_row(dtype, &w, &x).unwrap();
             let fast = dot(dtype, &w, &xq).unwrap();
@@ -369,7 +631,13 @@ mod tests {
             let portable = match dtype {
                 DType::Q4_0 => with_blocks(&w, |b| portable::q4_0(b, &xq)),
                 DType::Q4_1 => with_blocks(&w, |b| portable::q4_1(b, &xq)),
-                _ => with_blocks(&w, |b| portable::q8_0(b, &xq)),
+                DType::Q8_0 => with_blocks(&w, |b| portable::q8_0(b, &xq)),
+                DType::Q5_0 => with_blocks(&w, |b| portable::q5_0(b, &xq)),
+                DType::Q5_1 => with_blocks(&w, |b| portable::q5_1(b, &xq)),
+                DType::Q4K => with_blocks(&w, |b| portable::q4_k(b, &xq)),
+                DType::Q5K => with_blocks(&w, |b| portable::q5_k(b, &xq)),
+                // q6_K has only the plain loops.
+                _ => fast,
             };
             // Integer sums are exact; only the f32 accumulation order may differ.
             assert!((portable - fast).abs() <= 1e-4 * fast.abs().max(1.0));
