@@ -265,14 +265,13 @@ mod portable {
         acc
     }
 
-    /// Σ code * x-code over 32 values; fixed sizes so that the loop vectorizes.
+    /// Σ code * x-code over 32 values.
     fn dot32(codes: &[u8; 32], xq: &[i8]) -> i32 {
-        let xq: &[i8; 32] = xq.try_into().expect("x-blocks hold 32 codes");
-        let mut sum = 0i32;
-        for l in 0..32 {
-            sum += i32::from(codes[l]) * i32::from(xq[l]);
-        }
-        sum
+        codes
+            .iter()
+            .zip(xq)
+            .map(|(&c, &x)| i32::from(c) * i32::from(x))
+            .sum()
     }
 
     /// A K-quant row whose sub-blocks of 32 line up with the x-blocks.
@@ -301,8 +300,11 @@ mod portable {
 
     /// The low and high nibbles of 32 bytes.
     fn nibbles(qs: &[u8]) -> [[u8; 32]; 2] {
-        let qs: &[u8; 32] = qs.try_into().expect("32 code bytes");
-        [qs.map(|q| q & 0xf), qs.map(|q| q >> 4)]
+        let (mut lo, mut hi) = ([0u8; 32], [0u8; 32]);
+        for ((l, h), &q) in lo.iter_mut().zip(&mut hi).zip(qs) {
+            (*l, *h) = (q & 0xf, q >> 4);
+        }
+        [lo, hi]
     }
 
     pub fn q4_k(blocks: &[BlockQ4K], x: &Q8Row) -> f32 {
