@@ -845,3 +845,58 @@ fn flash_attention_on_and_off_match_llama_cpp() {
 fn flash_attention_on_and_off_match_llama_cpp_on_wgpu() {
     check_flash_attn_modes(BackendChoice::Wgpu, "wgpu");
 }
+
+/// Models with the weight types of published Q4_K_M/Q5_K_M files load and
+/// give the same logits on the exact CPU reference, the CPU fast path and
+/// wgpu (random weights from `model::synthetic`: two layers, rows of 256).
+#[test]
+fn k_quant_and_q5_models_agree_across_backends() {
+    use wginfer::model::synthetic::SyntheticLlama;
+    use wginfer::DType;
+    let tokens = [1, 7, 30, 2, 61, 5, 12];
+    for weight_type in [DType::Q4K, DType::Q5K, DType::Q5_0, DType::Q6K] {
+        let spec = SyntheticLlama {
+            n_layer: 2,
+            n_embd: 256,
+            n_ff: 512,
+            n_head: 4,
+            n_head_kv: 2,
+            n_vocab: 64,
+            n_ctx_train: 64,
+            weight_type,
+            embd_type: DType::Q8_0,
+        };
+        let path = std::env::temp_dir().join(format!(
+            "wginfer-test-{weight_type}-{}.gguf",
+            std::process::id()
+        ));
+        spec.write(&path, 5).expect("write the synthetic model");
+        let logits = |backend| {
+            let opts = LoadOptions {
+                backend,
+                n_ctx: 32,
+                ..LoadOptions::default()
+            };
+            let mut m = Model::load(&path, &opts).expect("load the synthetic model");
+            m.eval(&tokens, 0, true).expect("eval")
+        };
+        let exact = logits(BackendChoice::Custom(Arc::new(CpuBackend::new())));
+        assert!(exact.iter().all(|v| v.is_finite()), "{weight_type}");
+        let fast = logits(BackendChoice::Cpu);
+        let fast_nmse = wginfer::parity::nmse(&fast, &exact).expect("fast logits");
+        println!("{weight_type}: fast CPU vs reference NMSE {fast_nmse:.2e}");
+        assert!(
+            fast_nmse <= 1e-2,
+            "{weight_type}: fast CPU NMSE {fast_nmse}"
+        );
+        if wginfer::backend::wgpu::list_adapters().is_empty() {
+            fixtures::no_adapter(1, "wgpu lists no adapter");
+        } else {
+            let gpu = logits(BackendChoice::Wgpu);
+            let gpu_nmse = wginfer::parity::nmse(&gpu, &exact).expect("wgpu logits");
+            println!("{weight_type}: wgpu vs reference NMSE {gpu_nmse:.2e}");
+            assert!(gpu_nmse <= 1e-4, "{weight_type}: wgpu NMSE {gpu_nmse}");
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}
