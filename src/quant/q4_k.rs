@@ -107,8 +107,39 @@ pub(crate) fn quantize_codes(
     codes
 }
 
-impl BlockQ4K {
-    /// Code (0..15) of value `l` of sub-block `s`.
+/// What q4_K and q5_K blocks share: 8 sub-blocks of 32 values, each
+/// `step * code - offset`.
+pub(crate) trait SubBlocks {
+    /// Code of value `l` of sub-block `s`.
+    fn code(&self, s: usize, l: usize) -> f32;
+    /// Step and offset of sub-block `s`.
+    fn step_offset(&self, s: usize) -> (f32, f32);
+
+    fn dequantize_sub_blocks(&self, out: &mut [f32]) {
+        let out: &mut [f32; 256] = as_block_mut(out);
+        for (s, y) in out.chunks_exact_mut(32).enumerate() {
+            let (step, offset) = self.step_offset(s);
+            for (l, y) in y.iter_mut().enumerate() {
+                *y = step * self.code(s, l) - offset;
+            }
+        }
+    }
+
+    /// Σ over sub-blocks of step Σ code x - offset Σ x.
+    fn dot_sub_blocks(&self, x: &[f32]) -> f32 {
+        let x: &[f32; 256] = as_block(x);
+        let mut sum = 0.0;
+        for (s, xs) in x.chunks_exact(32).enumerate() {
+            let (step, offset) = self.step_offset(s);
+            let qx = sum_lanes::<32>(|l| self.code(s, l) * xs[l]);
+            let sx = sum_lanes::<32>(|l| xs[l]);
+            sum += step * qx - offset * sx;
+        }
+        sum
+    }
+}
+
+impl SubBlocks for BlockQ4K {
     #[inline(always)]
     fn code(&self, s: usize, l: usize) -> f32 {
         let b = self.qs[32 * (s / 2) + l];
@@ -125,13 +156,7 @@ impl QuantBlock for BlockQ4K {
     const DTYPE: DType = DType::Q4K;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let out: &mut [f32; 256] = as_block_mut(out);
-        for (s, y) in out.chunks_exact_mut(32).enumerate() {
-            let (step, offset) = self.step_offset(s);
-            for (l, y) in y.iter_mut().enumerate() {
-                *y = step * self.code(s, l) - offset;
-            }
-        }
+        self.dequantize_sub_blocks(out)
     }
 
     fn quantize(values: &[f32]) -> Self {
@@ -152,15 +177,7 @@ impl QuantBlock for BlockQ4K {
     }
 
     fn dot(&self, x: &[f32]) -> f32 {
-        let x: &[f32; 256] = as_block(x);
-        let mut sum = 0.0;
-        for (s, xs) in x.chunks_exact(32).enumerate() {
-            let (step, offset) = self.step_offset(s);
-            let qx = sum_lanes::<32>(|l| self.code(s, l) * xs[l]);
-            let sx = sum_lanes::<32>(|l| xs[l]);
-            sum += step * qx - offset * sx;
-        }
-        sum
+        self.dot_sub_blocks(x)
     }
 }
 

@@ -1,8 +1,8 @@
 //! q5_K: q4_K with a fifth bit per code: 256 values per block as 5-bit
 //! codes in 8 sub-blocks of 32, scales and minimums packed as in q4_K.
 
-use super::q4_k::{quantize_codes, quantize_scales, step_offset};
-use super::{as_block, as_block_mut, sum_lanes, QuantBlock};
+use super::q4_k::{quantize_codes, quantize_scales, step_offset, SubBlocks};
+use super::{as_block, QuantBlock};
 use crate::DType;
 use half::f16;
 
@@ -28,8 +28,7 @@ pub struct BlockQ5K {
 
 const _: () = assert!(size_of::<BlockQ5K>() == DType::Q5K.block_bytes());
 
-impl BlockQ5K {
-    /// Code (0..31) of value `l` of sub-block `s`.
+impl SubBlocks for BlockQ5K {
     #[inline(always)]
     fn code(&self, s: usize, l: usize) -> f32 {
         let lo = (self.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xF;
@@ -47,13 +46,7 @@ impl QuantBlock for BlockQ5K {
     const DTYPE: DType = DType::Q5K;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let out: &mut [f32; 256] = as_block_mut(out);
-        for (s, y) in out.chunks_exact_mut(32).enumerate() {
-            let (step, offset) = self.step_offset(s);
-            for (l, y) in y.iter_mut().enumerate() {
-                *y = step * self.code(s, l) - offset;
-            }
-        }
+        self.dequantize_sub_blocks(out)
     }
 
     fn quantize(values: &[f32]) -> Self {
@@ -76,15 +69,7 @@ impl QuantBlock for BlockQ5K {
     }
 
     fn dot(&self, x: &[f32]) -> f32 {
-        let x: &[f32; 256] = as_block(x);
-        let mut sum = 0.0;
-        for (s, xs) in x.chunks_exact(32).enumerate() {
-            let (step, offset) = self.step_offset(s);
-            let qx = sum_lanes::<32>(|l| self.code(s, l) * xs[l]);
-            let sx = sum_lanes::<32>(|l| xs[l]);
-            sum += step * qx - offset * sx;
-        }
-        sum
+        self.dot_sub_blocks(x)
     }
 }
 
