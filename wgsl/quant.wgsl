@@ -4,11 +4,12 @@
 // them across rows. Units are numbered so that consecutive invocations read
 // consecutive words: a q4_0/q4_1/q5_0/q5_1 unit is one code word of a block
 // (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K/q5_K unit
-// two (nibbles of one sub-block), a q6_K unit one ql and one qh word; f32/f16 rows are read in groups of 64 values, 8 invocations
-// side by side reading interleaved words.
+// two (nibbles of one sub-block), a q6_K unit one ql and one qh word;
+// f32/f16 rows are read in groups of 64 values, 8 invocations side by side
+// reading interleaved words.
 //
-// Blocks of 18, 22, 34 and 210 bytes are not 4-byte aligned: the decoders read
-// whole words and funnel-shift them (no byte loads). The word after the last
+// Blocks of 18, 22, 34 and 210 bytes are not 4-byte aligned: the decoders
+// read whole words and funnel-shift them (no byte loads). The word after the last
 // one may lie past the binding; wgpu clamps such reads and the shifted-out
 // bits are discarded.
 
@@ -179,12 +180,13 @@ fn dq_q5_1(s: u32, w: u32) -> Unit {
     return Unit(fma(c[0], d, m), fma(c[1], d, m));
 }
 
-// Byte i of the 12 q4_K scale bytes, held as three words.
+// Byte i of the 12 q4_K/q5_K scale bytes, held as three words.
 fn k4_byte(w: vec3<u32>, i: u32) -> u32 {
     return (w[i >> 2u] >> (8u * (i & 3u))) & 0xffu;
 }
 
-// Scale and min (0..63) of q4_K sub-block s (src/quant/q4_k.rs `scale_min`).
+// Scale and min (0..63) of q4_K/q5_K sub-block s (src/quant/q4_k.rs
+// `scale_min`).
 fn q4_k_scale_min(w: vec3<u32>, s: u32) -> vec2<f32> {
     if (s < 4u) {
         return vec2<f32>(f32(k4_byte(w, s) & 63u), f32(k4_byte(w, s + 4u) & 63u));
