@@ -6,6 +6,7 @@ mod flash_attn;
 mod fuse;
 mod get_rows;
 mod mul_mat;
+mod mul_mat_decoders;
 mod norm;
 mod rope;
 mod set_rows;

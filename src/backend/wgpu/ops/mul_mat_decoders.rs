@@ -1,0 +1,133 @@
+//! Which `wgsl/quant.wgsl` decoder mul_mat's kernels use for each weight
+//! type: the only type-specific part of the mat-vec and tiled kernels.
+
+use crate::DType;
+
+/// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
+/// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
+/// the units of a row of `k` values (for both kernels); `load_chunk(row, u)`
+/// with `chunk_unit(chunk)` and `chunk_head(chunk)` read a unit in the
+/// mat-vec kernel's raw form, `HAS_OFFSET` says whether heads carry an
+/// offset and `ROWS_EXACT` whether units cover a row exactly (quant.wgsl).
+pub fn defs(t: DType) -> Option<&'static str> {
+    macro_rules! decoder {
+        ($unit:literal, $elem:literal, $units:literal, $exact:literal) => {
+            decoder!(
+                $unit,
+                $elem,
+                $units,
+                "Unit",
+                "unit_w(row, u)",
+                "plain",
+                false,
+                $exact
+            )
+        };
+        ($unit:literal, $elem:literal, $units:literal, $chunk_type:literal, $chunk:literal,
+         $form:literal, $offset:literal, $exact:literal) => {
+            concat!(
+                "fn unit_w(row: u32, u: u32) -> Unit { return ",
+                $unit,
+                "; }\n",
+                "fn x_elem(u: u32, i: u32) -> u32 { return ",
+                $elem,
+                "(u, i); }\n",
+                "fn n_units(k: u32) -> u32 { return ",
+                $units,
+                "; }\n",
+                "alias Chunk = ",
+                $chunk_type,
+                ";\n",
+                "fn load_chunk(row: u32, u: u32) -> Chunk { return ",
+                $chunk,
+                "; }\n",
+                "fn chunk_unit(ch: Chunk) -> Unit { return ",
+                $form,
+                "_unit(ch); }\n",
+                "fn chunk_head(ch: Chunk) -> vec2<f32> { return ",
+                $chunk_type,
+                "_head(ch); }\n",
+                "const HAS_OFFSET: bool = ",
+                $offset,
+                ";\n",
+                "const ROWS_EXACT: bool = ",
+                $exact,
+                ";\n",
+                // Block types also group a unit's weights in fours of
+                // consecutive elements, which the mat-vec loads as vec4s.
+                "const X_QUADS: bool = ",
+                $exact,
+                ";\n"
+            )
+        };
+    }
+    Some(match t {
+        DType::F32 => decoder!("dq_f32(row, u)", "x_elem_f32", "float_units(k)", false),
+        DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16", "float_units(k)", false),
+        DType::Q4_0 => decoder!(
+            "dq_q4_0(row + 18u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u",
+            "QChunk",
+            "q4_0_chunk(row + 18u * (u >> 2u), u & 3u)",
+            "q4",
+            true,
+            true
+        ),
+        DType::Q4_1 => decoder!(
+            "dq_q4_1(row + 20u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u",
+            "QChunk",
+            "q4_1_chunk(row + 20u * (u >> 2u), u & 3u)",
+            "q4",
+            true,
+            true
+        ),
+        DType::Q5_0 => decoder!(
+            "dq_q5_0(row + 22u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u",
+            true
+        ),
+        DType::Q5_1 => decoder!(
+            "dq_q5_1(row + 24u * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u",
+            true
+        ),
+        DType::Q4K => decoder!(
+            "dq_q4_k(row + 144u * (u >> 5u), u & 31u)",
+            "x_elem_k",
+            "k / 8u",
+            "QChunk",
+            "q4_k_chunk(row + 144u * (u >> 5u), u & 31u)",
+            "q4_k",
+            true,
+            true
+        ),
+        DType::Q5K => decoder!(
+            "dq_q5_k(row + 176u * (u >> 5u), u & 31u)",
+            "x_elem_k",
+            "k / 8u",
+            true
+        ),
+        DType::Q8_0 => decoder!(
+            "dq_q8_0(row + 34u * (u >> 2u), u & 3u)",
+            "x_elem_linear",
+            "k / 8u",
+            "QChunk",
+            "q8_0_chunk(row + 34u * (u >> 2u), u & 3u)",
+            "q8_0",
+            true,
+            true
+        ),
+        DType::Q6K => decoder!(
+            "dq_q6_k(row + 210u * (u >> 5u), u & 31u)",
+            "x_elem_q6_k",
+            "k / 8u",
+            true
+        ),
+        DType::I32 => return None,
+    })
+}
