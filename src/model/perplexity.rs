@@ -2,7 +2,8 @@
 //! into non-overlapping chunks of `n_ctx`, each evaluated from an empty
 //! cache, and only the second half of each chunk scored (the first half is
 //! context): the logits at positions `n_ctx/2 .. n_ctx-2` predict tokens
-//! `n_ctx/2+1 .. n_ctx-1`.
+//! `n_ctx/2+1 .. n_ctx-1`. As there, a model that adds BOS sees BOS in
+//! place of each chunk's first token.
 
 use super::load::Model;
 use crate::{Error, Result};
@@ -53,11 +54,22 @@ impl Model {
         let n_vocab = self.config().n_vocab;
         let first = n_ctx / 2;
         let (mut total, mut count) = (0.0f64, 0usize);
+        let bos = self
+            .tokenizer()
+            .bos()
+            .filter(|_| self.tokenizer().add_bos());
         let mut chunks = Vec::new();
         for (i, chunk) in tokens.chunks_exact(n_ctx).enumerate() {
-            let logits = self.eval(chunk, 0, true)?;
+            let mut chunk = chunk.to_vec();
+            if let Some(bos) = bos {
+                chunk[0] = bos;
+            }
+            // The context half needs no logits: only the cache it fills.
+            self.eval(&chunk[..first], 0, false)?;
+            let logits = self.eval(&chunk[first..], first, true)?;
             for pos in first..n_ctx - 1 {
-                total += nll(&logits[pos * n_vocab..][..n_vocab], chunk[pos + 1] as usize);
+                let row = &logits[(pos - first) * n_vocab..][..n_vocab];
+                total += nll(row, chunk[pos + 1] as usize);
                 count += 1;
             }
             let running = (total / count as f64).exp();
