@@ -3,19 +3,22 @@
 //! ```text
 //! cargo run --release --example generate -- -p "Once upon a time" -n 64 --temp 0
 //! cargo run --release --example generate -- --chat -p "What is the capital of France?" --json
+//! cargo run --release --example generate -- -i --system "Answer briefly."  # a chat on the terminal
 //! cargo run --release --example generate -- -p "Hello" --n-gpu-layers 10   # 10 layers on the GPU
 //! ```
 //! Text streams to stdout (a progress bar and timings go to stderr); with
-//! `--json` one object is printed at the end instead.
+//! `--json` one object is printed at the end instead. `-i` chats turn after
+//! turn, reading each user turn as a line of stdin (end of input ends the
+//! chat) and keeping the KV cache between turns.
 
 mod common;
 
-use std::io::Write;
+use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
 use common::{json_ids, json_num, json_str, ModelArgs};
-use wginfer::model::GenerateOptions;
+use wginfer::model::{Conversation, GenerateOptions, Generation, Model};
 
 /// Generate text from a prompt.
 #[derive(Parser, Debug)]
@@ -24,7 +27,7 @@ struct Args {
     #[command(flatten)]
     model: ModelArgs,
     /// The prompt (special tokens such as <|im_start|> are parsed)
-    #[arg(short = 'p', long, required_unless_present = "file")]
+    #[arg(short = 'p', long, required_unless_present_any = ["file", "interactive"])]
     prompt: Option<String>,
     /// Read the prompt from a file
     #[arg(short = 'f', long, conflicts_with = "prompt")]
@@ -63,9 +66,17 @@ struct Args {
     /// Most prompt tokens per graph
     #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
     n_batch: usize,
-    /// Wrap the prompt in the model's chat format (ChatML) as one user turn
+    /// Wrap the prompt in the model's chat format as one user turn: the
+    /// file's template, else ChatML (Gemma's turns for Gemma vocabularies)
     #[arg(long)]
     chat: bool,
+    /// Chat turn after turn: each line of stdin is a user turn (-p, if
+    /// given, is the first); the KV cache is kept between turns
+    #[arg(short = 'i', long, conflicts_with_all = ["json", "file"])]
+    interactive: bool,
+    /// A system message that starts the chat (with --chat or -i)
+    #[arg(long)]
+    system: Option<String>,
     /// Print one JSON object: prompt_tokens, tokens, text, backend, adapter, timings
     #[arg(long)]
     json: bool,
@@ -88,6 +99,9 @@ fn run(a: &Args) -> wginfer::Result<()> {
     let mut model = a.model.load(a.n_ctx, a.n_batch)?;
     let info = model.backend_info().clone();
     let placement = common::placement_note(&model);
+    if a.interactive || a.system.is_some() {
+        return chat(a, &mut model, &opts, &placement);
+    }
     let mut gen = model.generate(&prompt, &opts)?;
     let mut text = String::new();
     let mut out = std::io::stdout().lock();
@@ -121,21 +135,73 @@ fn run(a: &Args) -> wginfer::Result<()> {
         )?;
     } else {
         writeln!(out)?;
-        eprintln!(
-            "{placement}: load {:.0} ms | prompt {} tokens {:.1} ms ({:.1} tok/s) | \
-             decode {} tokens {:.1} ms ({:.1} tok/s) | stop: {}",
-            t.load_ms,
-            t.prompt_tokens,
-            t.prompt_ms,
-            t.prompt_tok_s(),
-            t.decode_tokens,
-            t.decode_ms,
-            t.decode_tok_s(),
-            gen.stop_reason()
-                .map_or("running".to_string(), |r| r.to_string()),
-        );
+        eprintln!("{placement}: {}", summary(&gen));
     }
     Ok(())
+}
+
+/// Timings and the stop reason of a generation, as one line.
+fn summary(gen: &Generation<'_>) -> String {
+    let t = gen.timings();
+    format!(
+        "load {:.0} ms | prompt {} tokens {:.1} ms ({:.1} tok/s) | \
+         decode {} tokens {:.1} ms ({:.1} tok/s) | stop: {}",
+        t.load_ms,
+        t.prompt_tokens,
+        t.prompt_ms,
+        t.prompt_tok_s(),
+        t.decode_tokens,
+        t.decode_ms,
+        t.decode_tok_s(),
+        gen.stop_reason()
+            .map_or("running".to_string(), |r| r.to_string()),
+    )
+}
+
+/// A chat: `-p` (if any) as the first user turn, then each line of stdin
+/// (`-i`), each reply streamed; the cache keeps the earlier turns.
+fn chat(
+    a: &Args,
+    model: &mut Model,
+    opts: &GenerateOptions,
+    placement: &str,
+) -> wginfer::Result<()> {
+    let mut conversation = match &a.system {
+        Some(system) => Conversation::with_system(system),
+        None => Conversation::new(),
+    };
+    let stdin = std::io::stdin();
+    let terminal = stdin.is_terminal();
+    let mut first = a.prompt.clone();
+    eprintln!("{placement}");
+    loop {
+        let user = match first.take() {
+            Some(p) => p,
+            None if !a.interactive => return Ok(()),
+            None => {
+                if terminal {
+                    eprint!("\n> ");
+                }
+                let mut line = String::new();
+                if stdin.lock().read_line(&mut line)? == 0 {
+                    return Ok(());
+                }
+                match line.trim_end_matches(['\n', '\r']) {
+                    "" => continue,
+                    text => text.to_string(),
+                }
+            }
+        };
+        let mut out = std::io::stdout().lock();
+        let mut gen = conversation.reply(model, &user, opts)?;
+        for piece in &mut gen {
+            out.write_all(piece?.text.as_bytes())?;
+            out.flush()?;
+        }
+        writeln!(out)?;
+        eprintln!("{}", summary(&gen));
+        conversation.record(&gen);
+    }
 }
 
 fn main() -> ExitCode {

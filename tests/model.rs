@@ -8,17 +8,16 @@
 //! time through a lock).
 
 mod fixtures;
-#[path = "tokenizer_support/json.rs"]
-#[allow(dead_code)]
-mod json;
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use json::Json;
+use fixtures::json::Json;
+use fixtures::logits::{kl, read_f32s, reference_top_two, top1_margin};
 use wginfer::backend::cpu::CpuBackend;
 use wginfer::backend::wgpu::AdapterChoice;
 use wginfer::model::{
-    argmax, BackendChoice, FlashAttn, GenerateOptions, LoadOptions, Model, SplitMode, StopReason,
+    argmax, BackendChoice, Conversation, FlashAttn, GenerateOptions, LoadOptions, Model, SplitMode,
+    StopReason,
 };
 
 /// Context of the shared model: room for every reference prompt plus its continuation.
@@ -89,12 +88,6 @@ fn gpu_model() -> Option<MutexGuard<'static, Model>> {
     Some(m.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-fn read_json(name: &str) -> Json {
-    let path = fixtures::llamacpp(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    json::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// A greedy reference: name, prompt ids, llama.cpp's 48 argmax ids.
 struct Greedy {
     name: String,
@@ -104,7 +97,7 @@ struct Greedy {
 }
 
 fn greedy_refs() -> Vec<Greedy> {
-    let all = read_json("greedy.json");
+    let all = fixtures::reference_json("greedy.json");
     let results = all.get("results").and_then(Json::as_arr).expect("results");
     results
         .iter()
@@ -119,18 +112,6 @@ fn greedy_refs() -> Vec<Greedy> {
                 .into(),
         })
         .collect()
-}
-
-/// `(argmax, top1 - top2)` of a row of logits.
-fn top1_margin(row: &[f32]) -> (u32, f32) {
-    let best = argmax(row).expect("logits");
-    let second = row
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != best)
-        .map(|(_, &v)| v)
-        .fold(f32::NEG_INFINITY, f32::max);
-    (best as u32, row[best] - second)
 }
 
 /// Our argmax and margin at each step of the reference continuation, from
@@ -242,34 +223,6 @@ fn check_teacher_forced(m: &mut Model, label: &str) {
     }
 }
 
-/// Log-softmax in f64.
-fn log_softmax(row: &[f32]) -> Vec<f64> {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let lse = row
-        .iter()
-        .map(|&v| (v as f64 - max).exp())
-        .sum::<f64>()
-        .ln()
-        + max;
-    row.iter().map(|&v| v as f64 - lse).collect()
-}
-
-/// KL(p || q) in nats from two rows of logits.
-fn kl(p_logits: &[f32], q_logits: &[f32]) -> f64 {
-    let (lp, lq) = (log_softmax(p_logits), log_softmax(q_logits));
-    lp.iter().zip(&lq).map(|(&a, &b)| a.exp() * (a - b)).sum()
-}
-
-/// llama.cpp's full last-position logits for prompt `k` of logits.json.
-fn reference_last_logits(k: u64) -> Vec<f32> {
-    let path = fixtures::llamacpp(&format!("logits_last_{k}.f32"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
-}
-
 /// Percent of logits.json positions, near-ties included, whose top-1 must
 /// equal llama.cpp's: on the exact paths, and on the CPU fast path, whose
 /// 8-bit activations turn last-bit differences (a build's optimization
@@ -282,7 +235,7 @@ const AGREE_QUANTIZED: usize = 90;
 /// every clear one, and KL(llama.cpp || ours) <= 0.02 at each last
 /// position. Returns our logits of every prompt.
 fn check_reference_logits(m: &mut Model, label: &str, min_agree: usize) -> Vec<Vec<f32>> {
-    let all = read_json("logits.json");
+    let all = fixtures::reference_json("logits.json");
     let mut out = Vec::new();
     for p in all.get("prompts").and_then(Json::as_arr).expect("prompts") {
         let ids = p.get("prompt_ids").and_then(Json::as_ids).expect("ids");
@@ -292,15 +245,8 @@ fn check_reference_logits(m: &mut Model, label: &str, min_agree: usize) -> Vec<V
         let positions = p.get("positions").and_then(Json::as_arr).expect("pos");
         let (mut agree, mut checked) = (0, 0);
         for (pos, ref_pos) in positions.iter().enumerate() {
-            let top = ref_pos.get("top20").and_then(Json::as_arr).expect("top20");
-            let entry = |k: usize| {
-                let e = top[k].as_arr().expect("pair");
-                (
-                    e[0].as_f64().expect("id") as u32,
-                    e[1].as_f64().expect("v") as f32,
-                )
-            };
-            let ((id0, v0), (_, v1)) = (entry(0), entry(1));
+            let [(id0, v0), (_, v1)] = reference_top_two(ref_pos);
+            let (v0, v1) = (v0 as f32, v1 as f32);
             let row = &logits[pos * n_vocab..][..n_vocab];
             let (ours, _) = top1_margin(row);
             agree += usize::from(ours == id0);
@@ -323,7 +269,8 @@ fn check_reference_logits(m: &mut Model, label: &str, min_agree: usize) -> Vec<V
             positions.len()
         );
         let last = &logits[(ids.len() - 1) * n_vocab..][..n_vocab];
-        let divergence = kl(&reference_last_logits(k), last);
+        let want = read_f32s(&fixtures::llamacpp(&format!("logits_last_{k}.f32")));
+        let divergence = kl(&want, last);
         assert!(divergence <= 0.02, "{label} prompt {k}: KL {divergence}");
         eprintln!(
             "{label} logits.json prompt {k} ({} positions): top-1 = llama.cpp at {agree}; all {checked} \
@@ -671,6 +618,49 @@ fn seeded_sampling_repeats() {
     assert_eq!(a, b, "same seed, same tokens");
     assert!(!text.is_empty());
     assert!(t.prompt_tokens > 0 && t.prompt_tok_s() > 0.0);
+}
+
+#[test]
+fn conversation_turns_reuse_the_cache_and_match_a_fresh_run() {
+    let mut m = model();
+    let opts = GenerateOptions {
+        n_predict: 12,
+        temp: 0.0,
+        ..GenerateOptions::default()
+    };
+    let mut chat = Conversation::with_system("Answer in one sentence.");
+    for (turn, user) in ["What is the capital of France?", "And of Italy?"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut gen = chat.reply(&mut m, user, &opts).expect("reply");
+        for piece in &mut gen {
+            piece.expect("piece");
+        }
+        let (tokens, evaluated) = (gen.tokens().to_vec(), gen.timings().prompt_tokens);
+        let full = gen.prompt_tokens().to_vec();
+        chat.record(&gen);
+        if turn == 1 {
+            // Only the new turn was evaluated, and the reply is the one a
+            // run over the whole conversation from an empty cache gives.
+            assert!(
+                evaluated < full.len() / 2,
+                "{evaluated} of {} evaluated",
+                full.len()
+            );
+            let mut fresh = m.generate_tokens(full, &opts).expect("fresh");
+            for piece in &mut fresh {
+                piece.expect("piece");
+            }
+            assert_eq!(fresh.tokens(), &tokens[..], "turn {turn}");
+        }
+    }
+    let roles: Vec<&str> = chat.messages().iter().map(|t| t.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
+    // A turn that fails leaves the conversation as it was.
+    let long = "word ".repeat(2 * N_CTX);
+    assert!(chat.reply(&mut m, &long, &opts).is_err());
+    assert_eq!(chat.messages().len(), 5);
 }
 
 #[test]

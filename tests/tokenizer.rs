@@ -3,12 +3,8 @@
 //! synthetic vocabularies, and errors for bad metadata.
 
 mod fixtures;
-#[path = "tokenizer_support/json.rs"]
-mod json;
 #[path = "tokenizer_support/vocab.rs"]
 mod vocab;
-
-use std::path::PathBuf;
 
 use wginfer::gguf::{GgufFile, GgufWriter, Value};
 use wginfer::tokenizer::{PreTokenizer, TokenType, Tokenizer, TokenizerModel};
@@ -20,14 +16,9 @@ fn default_tokenizer() -> Tokenizer {
     Tokenizer::from_gguf(&file).expect("load its tokenizer")
 }
 
-fn read_json(path: PathBuf) -> json::Json {
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    json::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// `(text, parse_special, ids)` of llama.cpp's tokenize.json.
 fn reference_cases() -> Vec<(String, bool, Vec<u32>)> {
-    let all = read_json(fixtures::llamacpp("tokenize.json"));
+    let all = fixtures::reference_json("tokenize.json");
     let cases: Vec<_> = all
         .as_arr()
         .expect("an array")
@@ -117,7 +108,7 @@ fn decode_inverts_encode() {
 #[test]
 fn greedy_reference_prompts_pieces_and_text() {
     let tok = default_tokenizer();
-    let greedy = read_json(fixtures::llamacpp("greedy.json"));
+    let greedy = fixtures::reference_json("greedy.json");
     for r in greedy
         .get("results")
         .and_then(|v| v.as_arr())

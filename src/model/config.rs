@@ -1,18 +1,48 @@
-//! Hyperparameters of a llama-family model, read from GGUF metadata.
+//! Hyperparameters of a model, read from GGUF metadata: the family (keyed by
+//! `general.architecture`) picks which graph variations apply.
 
 use crate::gguf::Gguf;
 use crate::graph::{RopeMode, RopeParams};
 use crate::{Error, Result};
 
-/// Architectures whose graph is exactly llama.cpp's `llama` graph.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama"];
+/// The model families wginfer builds graphs for, by `general.architecture`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// llama.cpp's `llama` graph (Llama, SmolLM2, Mistral-style files).
+    Llama,
+    /// llama.cpp's `gemma3` graph: sliding-window attention on five layers of
+    /// six, per-head q/k norms, norms after attention and the feed-forward,
+    /// embeddings scaled by `sqrt(n_embd)`, GELU-gated feed-forward.
+    Gemma3,
+}
+
+/// Every family, with its `general.architecture` name.
+const FAMILIES: &[(&str, Family)] = &[("llama", Family::Llama), ("gemma3", Family::Gemma3)];
+
+/// Architectures wginfer can load: the names of the family table, in order
+/// (a test holds the two together).
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "gemma3"];
+
+/// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
+/// `set_swa_pattern(6)`), with their own rope base.
+const GEMMA3_SWA_PERIOD: usize = 6;
+const GEMMA3_SWA_FREQ_BASE: f32 = 10_000.0;
+
+/// The feed-forward's gate activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// `x * sigmoid(x)` (llama).
+    Silu,
+    /// GELU, tanh approximation (gemma).
+    GeluTanh,
+}
 
 /// Default rope base when the file has none (llama.cpp's).
 const DEFAULT_FREQ_BASE: f32 = 10_000.0;
 
 /// Everything the llama graph needs to know about a model, all from the file.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LlamaConfig {
+pub struct ModelConfig {
     /// `general.architecture`.
     pub arch: String,
     /// Transformer blocks (`{arch}.block_count`).
@@ -37,19 +67,32 @@ pub struct LlamaConfig {
     pub rope: RopeParams,
     /// Whether the output projection reuses `token_embd.weight` (no `output.weight`).
     pub tied_output: bool,
+    /// Which graph variations apply.
+    pub family: Family,
+    /// Sliding attention window (`{arch}.attention.sliding_window`): a token
+    /// on a sliding layer sees the last `n_swa` positions only; 0 for none.
+    pub n_swa: usize,
+    /// Rope of the sliding-window layers (the other layers use `rope`).
+    pub rope_swa: RopeParams,
+    /// Scale of the attention scores (`1 / sqrt(head_dim)`).
+    pub kq_scale: f32,
 }
 
-impl LlamaConfig {
+impl ModelConfig {
     /// Reads the hyperparameters; an error names the missing or malformed key,
     /// or the architecture when it is not one of [`SUPPORTED_ARCHITECTURES`].
-    pub fn from_gguf(g: &Gguf) -> Result<LlamaConfig> {
+    pub fn from_gguf(g: &Gguf) -> Result<ModelConfig> {
         let arch = g.architecture()?.to_string();
-        if !SUPPORTED_ARCHITECTURES.contains(&arch.as_str()) {
-            return Err(Error::invalid(format!(
-                "architecture '{arch}' is not supported (supported: {})",
-                SUPPORTED_ARCHITECTURES.join(", ")
-            )));
-        }
+        let family = FAMILIES
+            .iter()
+            .find(|(name, _)| *name == arch)
+            .map(|&(_, f)| f)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "architecture '{arch}' is not supported (supported: {})",
+                    SUPPORTED_ARCHITECTURES.join(", ")
+                ))
+            })?;
         let key = |s: &str| format!("{arch}.{s}");
         let n_layer = g.get_usize(&key("block_count"))?;
         let n_embd = g.get_usize(&key("embedding_length"))?;
@@ -97,13 +140,33 @@ impl LlamaConfig {
                 "{arch}: key length {head_dim} and value length {value_dim} must be equal and non-zero"
             )));
         }
-        let rope = rope_params(g, &arch, head_dim, n_ctx_train)?;
+        let mode = match family {
+            Family::Llama => RopeMode::Normal,
+            Family::Gemma3 => RopeMode::Neox,
+        };
+        let rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
         if g.tensor("rope_freqs.weight").is_some() {
             return Err(Error::invalid(format!(
                 "{arch}: per-dimension rope frequency factors (rope_freqs.weight) are not supported"
             )));
         }
-        Ok(LlamaConfig {
+        let n_swa = match family {
+            Family::Llama => 0,
+            Family::Gemma3 => g.opt_usize(&key("attention.sliding_window"))?.unwrap_or(0),
+        };
+        let mut rope_swa = rope;
+        if n_swa > 0 {
+            rope_swa.freq_base = GEMMA3_SWA_FREQ_BASE;
+            rope_swa.freq_scale = 1.0;
+        }
+        if let Some(cap) = g.opt_f32(&key("final_logit_softcapping"))? {
+            if cap != 0.0 {
+                return Err(Error::invalid(format!(
+                    "{arch}: final logit soft-capping ({cap}) is not supported"
+                )));
+            }
+        }
+        Ok(ModelConfig {
             arch,
             n_layer,
             n_embd,
@@ -116,7 +179,57 @@ impl LlamaConfig {
             n_vocab,
             rope,
             tied_output: g.tensor("output.weight").is_none(),
+            family,
+            n_swa,
+            rope_swa,
+            kq_scale: match family {
+                // llama.cpp scales Gemma 3 27B (62 layers) by the residual
+                // width per head, not the head size.
+                Family::Gemma3 if n_layer == 62 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
+                _ => 1.0 / (head_dim as f32).sqrt(),
+            },
         })
+    }
+
+    /// Whether layer `il` attends through the sliding window.
+    pub fn is_swa_layer(&self, il: usize) -> bool {
+        self.n_swa > 0 && il % GEMMA3_SWA_PERIOD < GEMMA3_SWA_PERIOD - 1
+    }
+
+    /// The rope of layer `il`.
+    pub fn rope_of_layer(&self, il: usize) -> RopeParams {
+        match self.is_swa_layer(il) {
+            true => self.rope_swa,
+            false => self.rope,
+        }
+    }
+
+    /// Whether queries and keys are rms-normed per head before rope
+    /// (`attn_q_norm`, `attn_k_norm`).
+    pub fn has_qk_norm(&self) -> bool {
+        self.family == Family::Gemma3
+    }
+
+    /// Whether the attention and feed-forward outputs are rms-normed before
+    /// their residual add (`post_attention_norm`, `post_ffw_norm`).
+    pub fn has_post_norms(&self) -> bool {
+        self.family == Family::Gemma3
+    }
+
+    /// The feed-forward's gate activation.
+    pub fn activation(&self) -> Activation {
+        match self.family {
+            Family::Llama => Activation::Silu,
+            Family::Gemma3 => Activation::GeluTanh,
+        }
+    }
+
+    /// What the token embeddings are multiplied by, if anything.
+    pub fn embd_scale(&self) -> Option<f32> {
+        match self.family {
+            Family::Llama => None,
+            Family::Gemma3 => Some((self.n_embd as f32).sqrt()),
+        }
     }
 
     /// Width of all query heads together (`head_dim * n_head`).
@@ -132,7 +245,13 @@ impl LlamaConfig {
 
 /// Rope dims, base and scaling as llama.cpp reads them (`rope.scaling.*`,
 /// with the older `rope.scale_linear`); YaRN's ramp is on only for `yarn`.
-fn rope_params(g: &Gguf, arch: &str, head_dim: usize, n_ctx_train: usize) -> Result<RopeParams> {
+fn rope_params(
+    g: &Gguf,
+    arch: &str,
+    mode: RopeMode,
+    head_dim: usize,
+    n_ctx_train: usize,
+) -> Result<RopeParams> {
     let key = |s: &str| format!("{arch}.{s}");
     let n_dims = g
         .opt_usize(&key("rope.dimension_count"))?
@@ -153,7 +272,7 @@ fn rope_params(g: &Gguf, arch: &str, head_dim: usize, n_ctx_train: usize) -> Res
         Some(f) => f,
         None => g.opt_f32(&key("rope.scale_linear"))?.unwrap_or(0.0),
     };
-    let mut p = RopeParams::new(RopeMode::Normal, n_dims, freq_base);
+    let mut p = RopeParams::new(mode, n_dims, freq_base);
     p.n_ctx_orig = g
         .opt_usize(&key("rope.scaling.original_context_length"))?
         .unwrap_or(n_ctx_train);
@@ -199,9 +318,14 @@ mod tests {
     use crate::gguf::{GgufWriter, Value};
 
     fn meta(extra: &[(&str, Value)], drop: &str) -> Gguf {
+        meta_of("llama", extra, drop)
+    }
+
+    /// A file of architecture `arch`: the `llama.` keys below renamed.
+    fn meta_of(arch: &str, extra: &[(&str, Value)], drop: &str) -> Gguf {
         let mut w = GgufWriter::new();
         let base: Vec<(&str, Value)> = vec![
-            ("general.architecture", "llama".into()),
+            ("general.architecture", arch.into()),
             ("llama.block_count", Value::U32(2)),
             ("llama.embedding_length", Value::U32(64)),
             ("llama.feed_forward_length", Value::U32(128)),
@@ -213,7 +337,7 @@ mod tests {
         ];
         for (k, v) in base.into_iter().chain(extra.iter().cloned()) {
             if k != drop {
-                w.add(k, v);
+                w.add(k.replacen("llama.", &format!("{arch}."), 1), v);
             }
         }
         let mut bytes = Vec::new();
@@ -223,7 +347,7 @@ mod tests {
 
     #[test]
     fn reads_hyperparameters_with_defaults() {
-        let c = LlamaConfig::from_gguf(&meta(&[], "")).unwrap();
+        let c = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
         assert_eq!((c.n_layer, c.n_embd, c.n_ff), (2, 64, 128));
         assert_eq!((c.n_head, c.n_head_kv, c.head_dim), (4, 2, 16));
         assert_eq!((c.n_embd_q(), c.n_embd_kv(), c.n_vocab), (64, 32, 3));
@@ -235,8 +359,44 @@ mod tests {
     }
 
     #[test]
+    fn supported_architectures_are_the_family_names() {
+        let names: Vec<&str> = FAMILIES.iter().map(|&(name, _)| name).collect();
+        assert_eq!(names, SUPPORTED_ARCHITECTURES);
+    }
+
+    #[test]
+    fn gemma3_has_its_window_rope_bases_and_variations() {
+        let c = ModelConfig::from_gguf(&meta_of(
+            "gemma3",
+            &[
+                ("llama.attention.sliding_window", Value::U32(512)),
+                ("llama.rope.freq_base", Value::F32(1e6)),
+            ],
+            "",
+        ))
+        .unwrap();
+        assert_eq!((c.family, c.n_swa), (Family::Gemma3, 512));
+        let swa: Vec<bool> = (0..12).map(|il| c.is_swa_layer(il)).collect();
+        let global = [5, 11];
+        for (il, &s) in swa.iter().enumerate() {
+            assert_eq!(s, !global.contains(&il), "layer {il}");
+        }
+        assert_eq!(c.rope_of_layer(0).freq_base, 1e4);
+        assert_eq!(c.rope_of_layer(5).freq_base, 1e6);
+        assert_eq!(c.rope.mode, RopeMode::Neox);
+        assert_eq!(c.embd_scale(), Some(8.0));
+        assert!(c.has_qk_norm() && c.has_post_norms());
+        assert_eq!(c.activation(), Activation::GeluTanh);
+
+        let llama = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
+        assert_eq!((llama.family, llama.n_swa), (Family::Llama, 0));
+        assert!(!llama.is_swa_layer(0) && llama.embd_scale().is_none());
+        assert_eq!(llama.rope.mode, RopeMode::Normal);
+    }
+
+    #[test]
     fn reads_yarn_scaling() {
-        let c = LlamaConfig::from_gguf(&meta(
+        let c = ModelConfig::from_gguf(&meta(
             &[
                 ("llama.rope.scaling.type", "yarn".into()),
                 ("llama.rope.scaling.factor", Value::F32(4.0)),
@@ -252,19 +412,19 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        let e = LlamaConfig::from_gguf(&meta(&[], "llama.block_count")).unwrap_err();
+        let e = ModelConfig::from_gguf(&meta(&[], "llama.block_count")).unwrap_err();
         assert!(
             e.to_string().contains("'llama.block_count' is missing"),
             "{e}"
         );
-        let e = LlamaConfig::from_gguf(&meta(&[("general.architecture", "gpt2".into())], ""))
+        let e = ModelConfig::from_gguf(&meta(&[("general.architecture", "gpt2".into())], ""))
             .unwrap_err();
         assert!(e.to_string().contains("architecture 'gpt2'"), "{e}");
         let e =
-            LlamaConfig::from_gguf(&meta(&[("llama.rope.scaling.type", "longrope".into())], ""))
+            ModelConfig::from_gguf(&meta(&[("llama.rope.scaling.type", "longrope".into())], ""))
                 .unwrap_err();
         assert!(e.to_string().contains("longrope"), "{e}");
-        let e = LlamaConfig::from_gguf(&meta(
+        let e = ModelConfig::from_gguf(&meta(
             &[("llama.attention.head_count_kv", Value::U32(3))],
             "",
         ))

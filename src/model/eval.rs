@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::config::LlamaConfig;
+use super::config::ModelConfig;
 use super::kv_cache::KvCache;
 use super::llama_graph::{build, Batch, FlashAttn, Shape, StepGraph, StepInputs};
 use super::weights::Weights;
@@ -76,7 +76,7 @@ impl Evaluator {
     /// and allocates the arenas it needs.
     pub fn new(
         backends: Vec<Arc<dyn Backend>>,
-        c: &LlamaConfig,
+        c: &ModelConfig,
         w: &Weights,
         kv: &KvCache,
         n_batch: usize,
@@ -174,7 +174,7 @@ impl Evaluator {
     /// (`all_logits`) or of the last one, `n_vocab` values per position.
     pub fn eval(
         &mut self,
-        c: &LlamaConfig,
+        c: &ModelConfig,
         w: &Weights,
         kv: &KvCache,
         tokens: &[u32],
@@ -215,7 +215,7 @@ impl Evaluator {
 
     fn eval_batch(
         &mut self,
-        c: &LlamaConfig,
+        c: &ModelConfig,
         w: &Weights,
         kv: &KvCache,
         tokens: &[u32],
@@ -226,10 +226,13 @@ impl Evaluator {
         let at = self.plan(c, w, kv, shape)?;
         let plan = &self.plans[at];
         let (step, s) = (&plan.step, &plan.schedule);
-        let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv());
+        let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv(), c.n_swa);
         self.sched.write_i32(s, step.tokens, &inputs.tokens)?;
         self.sched.write_i32(s, step.positions, &inputs.positions)?;
         self.sched.write_f32(s, step.kq_mask, &inputs.kq_mask)?;
+        if let (Some(id), Some(mask)) = (step.kq_mask_swa, &inputs.kq_mask_swa) {
+            self.sched.write_f32(s, id, mask)?;
+        }
         self.sched.write_i32(s, step.v_rows, &inputs.v_rows)?;
         let prepared = Instant::now();
         self.last = self.sched.compute(s)?;
@@ -245,7 +248,7 @@ impl Evaluator {
 
     /// The index of the plan for `shape`, built (evicting the least
     /// recently used one past [`KEEP_PLANS`]) when there is none.
-    fn plan(&mut self, c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result<usize> {
+    fn plan(&mut self, c: &ModelConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result<usize> {
         self.runs += 1;
         if !self.reuse {
             self.plans.clear();

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::chat::apply_chat;
-use super::config::LlamaConfig;
+use super::config::ModelConfig;
 use super::eval::Evaluator;
 use super::kv_cache::KvCache;
 use super::load::Model;
@@ -131,7 +131,7 @@ pub struct Piece {
 /// A running generation: an iterator of [`Piece`]s; each `next` after the
 /// first evaluates one token. The prompt was evaluated by [`Model::generate`].
 pub struct Generation<'a> {
-    config: &'a LlamaConfig,
+    config: &'a ModelConfig,
     weights: &'a Weights,
     kv: &'a KvCache,
     eval: &'a mut Evaluator,
@@ -173,10 +173,25 @@ impl Model {
         prompt: Vec<u32>,
         opts: &GenerateOptions,
     ) -> Result<Generation<'_>> {
+        self.generate_after(prompt, 0, opts)
+    }
+
+    /// Like [`Model::generate_tokens`] when the cache already holds the
+    /// prompt's first `cached` tokens at positions `0..cached` (from an
+    /// earlier generation of the same sequence, see
+    /// [`Generation::cached_tokens`]): only the rest is evaluated. At least
+    /// the last prompt token is, to give the first token's logits.
+    pub fn generate_after(
+        &mut self,
+        prompt: Vec<u32>,
+        cached: usize,
+        opts: &GenerateOptions,
+    ) -> Result<Generation<'_>> {
         let n_ctx = self.kv.n_ctx();
         if prompt.is_empty() {
             return Err(Error::invalid("the prompt has no tokens"));
         }
+        let cached = cached.min(prompt.len() - 1);
         if prompt.len() > n_ctx {
             return Err(Error::invalid(format!(
                 "the prompt has {} tokens, more than the {n_ctx}-token context",
@@ -185,14 +200,19 @@ impl Model {
         }
         let mut sampler = Sampler::new(opts.sampler())?;
         let start = Instant::now();
-        let logits = self
-            .eval
-            .eval(&self.config, &self.weights, &self.kv, &prompt, 0, false)?;
+        let logits = self.eval.eval(
+            &self.config,
+            &self.weights,
+            &self.kv,
+            &prompt[cached..],
+            cached,
+            false,
+        )?;
         let first = sampler.sample(&logits)?;
         let timings = Timings {
             load_ms: self.load_ms(),
             prompt_ms: start.elapsed().as_secs_f64() * 1e3,
-            prompt_tokens: prompt.len(),
+            prompt_tokens: prompt.len() - cached,
             ..Timings::default()
         };
         Ok(Generation {
@@ -225,6 +245,19 @@ impl Generation<'_> {
     /// The tokens generated so far (without the end-of-generation token).
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
+    }
+
+    /// The generated text so far.
+    pub fn text(&self) -> String {
+        self.tokenizer.decode(&self.tokens)
+    }
+
+    /// The tokens whose keys and values the cache holds, at positions
+    /// `0..`: the prompt and the generated tokens evaluated so far (the
+    /// last one yielded is evaluated only when the next is asked for).
+    pub fn cached_tokens(&self) -> Vec<u32> {
+        let generated = self.n_past - self.prompt.len();
+        [&self.prompt[..], &self.tokens[..generated]].concat()
     }
 
     /// Timings so far.

@@ -1,5 +1,6 @@
-//! The llama graph for one batch of tokens, node for node like llama.cpp's
-//! `build_llama` with the non-flash attention path: weights and KV cache are
+//! The graph of one batch of tokens, node for node like llama.cpp's
+//! `build_llama` (and, for Gemma 3, `build_gemma3_iswa`: the family's
+//! variations are switched by [`ModelConfig`]): weights and KV cache are
 //! bound inputs; token ids, positions, the attention mask and the cache rows
 //! the batch fills are inputs written each step.
 //!
@@ -9,7 +10,7 @@
 //! given as inputs. So every decode step of a [`KV_PAD`]-long stretch runs
 //! the same graph, and its schedule and recorded dispatches are reused.
 
-use super::config::LlamaConfig;
+use super::config::{Activation, ModelConfig};
 use super::kv_cache::KvCache;
 use super::weights::Weights;
 use crate::graph::{Graph, TensorId};
@@ -119,6 +120,9 @@ pub struct StepGraph {
     /// f32 `[n_kv, n_tokens]`: 0 where a token may attend to a cache
     /// position, -inf where not (later positions, padding).
     pub kq_mask: TensorId,
+    /// The mask of sliding-window layers, which also hides positions
+    /// `n_swa` or more before the token; `None` without such layers.
+    pub kq_mask_swa: Option<TensorId>,
     /// i32 `[n_embd_kv * n_tokens]`: where each value of the batch's V goes
     /// in the transposed V cache, viewed as one long row of single values.
     pub v_rows: TensorId,
@@ -135,27 +139,38 @@ pub struct StepInputs {
     pub positions: Vec<i32>,
     /// The causal mask over the graph's `n_kv` positions.
     pub kq_mask: Vec<f32>,
+    /// The sliding-window mask, when the model has a window.
+    pub kq_mask_swa: Option<Vec<f32>>,
     /// V cache rows, channel after channel for each token.
     pub v_rows: Vec<i32>,
 }
 
 impl StepInputs {
     /// The inputs of `batch` (its tokens `tokens`) for a graph of `shape`
-    /// over a cache of `n_ctx` positions of `n_embd_kv` values.
+    /// over a cache of `n_ctx` positions of `n_embd_kv` values, for a model
+    /// with a sliding window of `n_swa` positions (0 for none).
     pub fn new(
         batch: Batch,
         tokens: &[u32],
         shape: Shape,
         n_ctx: usize,
         n_embd_kv: usize,
+        n_swa: usize,
     ) -> StepInputs {
         let positions: Vec<i32> = (batch.n_past..batch.n_past + tokens.len())
             .map(|p| p as i32)
             .collect();
-        let mut kq_mask = vec![f32::NEG_INFINITY; shape.n_kv * tokens.len()];
-        for (row, &pos) in kq_mask.chunks_exact_mut(shape.n_kv).zip(&positions) {
-            row[..=pos as usize].fill(0.0);
-        }
+        // Row of token at `pos`: 0 for cache positions `first..=pos`.
+        let mask = |window: usize| {
+            let mut mask = vec![f32::NEG_INFINITY; shape.n_kv * tokens.len()];
+            for (row, &pos) in mask.chunks_exact_mut(shape.n_kv).zip(&positions) {
+                let pos = pos as usize;
+                row[(pos + 1).saturating_sub(window)..=pos].fill(0.0);
+            }
+            mask
+        };
+        let kq_mask = mask(usize::MAX);
+        let kq_mask_swa = (n_swa > 0).then(|| mask(n_swa));
         let v_rows = positions
             .iter()
             .flat_map(|&pos| (0..n_embd_kv).map(move |c| (c * n_ctx) as i32 + pos))
@@ -164,13 +179,15 @@ impl StepInputs {
             tokens: tokens.iter().map(|&t| t as i32).collect(),
             positions,
             kq_mask,
+            kq_mask_swa,
             v_rows,
         }
     }
 }
 
 /// Every weight the graph reads, with the shape the hyperparameters imply.
-pub fn expected_weights(c: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
+pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+    let hd = c.head_dim;
     let (e, q, kv, ff) = (c.n_embd, c.n_embd_q(), c.n_embd_kv(), c.n_ff);
     let mut out = vec![
         ("token_embd.weight".to_string(), vec![e, c.n_vocab]),
@@ -192,13 +209,22 @@ pub fn expected_weights(c: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
             blk("ffn_up", vec![e, ff]),
             blk("ffn_down", vec![ff, e]),
         ]);
+        if c.has_qk_norm() {
+            out.extend([blk("attn_q_norm", vec![hd]), blk("attn_k_norm", vec![hd])]);
+        }
+        if c.has_post_norms() {
+            out.extend([
+                blk("post_attention_norm", vec![e]),
+                blk("post_ffw_norm", vec![e]),
+            ]);
+        }
     }
     out
 }
 
 /// Weights that one product can read as a single matrix, when stored back
 /// to back ([`Weights::plan`]): each layer's q, k, v and its gate, up.
-pub fn joined_weights(c: &LlamaConfig) -> Vec<Vec<String>> {
+pub fn joined_weights(c: &ModelConfig) -> Vec<Vec<String>> {
     let mut out = Vec::with_capacity(2 * c.n_layer);
     for il in 0..c.n_layer {
         let names = |parts: &[&str]| {
@@ -301,7 +327,7 @@ fn products(
 }
 
 /// Builds the graph of batches of `shape`.
-pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result<StepGraph> {
+pub fn build(c: &ModelConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result<StepGraph> {
     let Shape {
         n_tokens: n,
         n_kv,
@@ -323,21 +349,31 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
     let tokens = g.input("inp_tokens", DType::I32, &[n])?;
     let positions = g.input("inp_pos", DType::I32, &[n])?;
     let kq_mask = g.input("KQ_mask", DType::F32, &[n_kv, n])?;
+    let kq_mask_swa = match c.n_swa {
+        0 => None,
+        _ => Some(g.input("KQ_mask_swa", DType::F32, &[n_kv, n])?),
+    };
     let v_rows = g.input("inp_v_rows", DType::I32, &[n_embd_kv * n])?;
     let tok_embd = w.input(&mut g, "token_embd.weight")?;
     let mut inp_l = g.get_rows(tok_embd, tokens)?;
     g.set_name(inp_l, "inp_embd")?;
-    let kq_scale = 1.0 / (hd as f32).sqrt();
+    if let Some(s) = c.embd_scale() {
+        inp_l = g.scale(inp_l, s)?;
+    }
+    let kq_scale = c.kq_scale;
+    // `x / rms(x) * w` with the weight `blk.{il}.{name}`.
+    let norm = |g: &mut Graph, x: TensorId, il: usize, name: &str| -> Result<TensorId> {
+        let normed = g.rms_norm(x, c.rms_eps)?;
+        let weight = w.input(g, &format!("blk.{il}.{name}.weight"))?;
+        g.mul(normed, weight)
+    };
 
     for il in 0..c.n_layer {
-        let wt = |g: &mut Graph, s: &str| w.input(g, &format!("blk.{il}.{s}.weight"));
         let cache = kv.layer(&mut g, il)?;
         let inp_sa = inp_l;
 
-        // Attention: norm, projections, rope.
-        let norm = g.rms_norm(inp_l, c.rms_eps)?;
-        let attn_norm = wt(&mut g, "attn_norm")?;
-        let cur = g.mul(norm, attn_norm)?;
+        // Attention: norm, projections, (q/k norms,) rope.
+        let cur = norm(&mut g, inp_l, il, "attn_norm")?;
         let home = w.home(&format!("blk.{il}.attn_norm.weight"))?;
         let [q, k, v] = project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], cur, home)?;
         // Heads of each token; the products may be views of a joined one.
@@ -350,10 +386,19 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
                 0,
             )
         };
-        let q = heads(&mut g, q, n_head)?;
-        let k = heads(&mut g, k, n_head_kv)?;
-        let q = g.rope(q, positions, c.rope)?;
-        let k = g.rope(k, positions, c.rope)?;
+        let mut q = heads(&mut g, q, n_head)?;
+        let mut k = heads(&mut g, k, n_head_kv)?;
+        if c.has_qk_norm() {
+            q = norm(&mut g, q, il, "attn_q_norm")?;
+            k = norm(&mut g, k, il, "attn_k_norm")?;
+        }
+        let rope = c.rope_of_layer(il);
+        let q = g.rope(q, positions, rope)?;
+        let k = g.rope(k, positions, rope)?;
+        let mask = match kq_mask_swa {
+            Some(swa) if c.is_swa_layer(il) => swa,
+            _ => kq_mask,
+        };
         g.set_name(q, format!("Qcur-{il}"))?;
         g.set_name(k, format!("Kcur-{il}"))?;
         g.set_name(v, format!("Vcur-{il}"))?;
@@ -382,10 +427,10 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
         )?;
         let merged = if flash_attn {
             let v_rows = g.permute(v_all, [1, 0, 2, 3])?;
-            g.flash_attn(q, k_all, v_rows, Some(kq_mask), kq_scale)?
+            g.flash_attn(q, k_all, v_rows, Some(mask), kq_scale)?
         } else {
             let kq = g.mul_mat(k_all, q)?;
-            let kq = g.soft_max(kq, Some(kq_mask), kq_scale)?;
+            let kq = g.soft_max(kq, Some(mask), kq_scale)?;
             g.set_name(kq, format!("kq_soft_max-{il}"))?;
             let kqv = g.mul_mat(v_all, kq)?;
             g.set_name(kqv, format!("kqv-{il}"))?;
@@ -400,18 +445,25 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
         };
         g.set_name(merged, format!("kqv_out-{il}"))?;
         let merged = g.reshape(merged, &[c.n_embd_q(), n])?;
-        let [attn_out] = project(&mut g, w, il, ["attn_output"], merged, home)?;
+        let [mut attn_out] = project(&mut g, w, il, ["attn_output"], merged, home)?;
+        if c.has_post_norms() {
+            attn_out = norm(&mut g, attn_out, il, "post_attention_norm")?;
+        }
         let ffn_inp = g.add(attn_out, inp_sa)?;
         g.set_name(ffn_inp, format!("ffn_inp-{il}"))?;
 
-        // Feed-forward: norm, silu(gate) * up, down.
-        let norm = g.rms_norm(ffn_inp, c.rms_eps)?;
-        let ffn_norm = wt(&mut g, "ffn_norm")?;
-        let cur = g.mul(norm, ffn_norm)?;
+        // Feed-forward: norm, act(gate) * up, down (, post norm).
+        let cur = norm(&mut g, ffn_inp, il, "ffn_norm")?;
         let [gate, up] = project(&mut g, w, il, ["ffn_gate", "ffn_up"], cur, home)?;
-        let gate = g.silu(gate)?;
+        let gate = match c.activation() {
+            Activation::Silu => g.silu(gate)?,
+            Activation::GeluTanh => g.gelu(gate)?,
+        };
         let cur = g.mul(gate, up)?;
-        let [down] = project(&mut g, w, il, ["ffn_down"], cur, home)?;
+        let [mut down] = project(&mut g, w, il, ["ffn_down"], cur, home)?;
+        if c.has_post_norms() {
+            down = norm(&mut g, down, il, "post_ffw_norm")?;
+        }
         inp_l = g.add(down, ffn_inp)?;
         g.set_name(inp_l, format!("l_out-{il}"))?;
     }
@@ -440,6 +492,7 @@ pub fn build(c: &LlamaConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
         tokens,
         positions,
         kq_mask,
+        kq_mask_swa,
         v_rows,
         logits,
     })

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::config::LlamaConfig;
+use super::config::ModelConfig;
 use super::devices::{open_cpu, open_custom, open_wgpu, BackendChoice, BackendInfo, Opened};
 use super::eval::Evaluator;
 use super::kv_cache::KvCache;
@@ -113,7 +113,7 @@ impl std::fmt::Debug for LoadOptions {
 
 /// A llama-family model on a backend, with one sequence's context.
 pub struct Model {
-    pub(super) config: LlamaConfig,
+    pub(super) config: ModelConfig,
     pub(super) tokenizer: Tokenizer,
     pub(super) weights: Weights,
     pub(super) kv: KvCache,
@@ -137,7 +137,7 @@ impl std::fmt::Debug for Model {
 }
 
 /// Checks every weight the graph reads before anything is uploaded.
-fn check_weights(file: &GgufFile, c: &LlamaConfig) -> Result<()> {
+fn check_weights(file: &GgufFile, c: &ModelConfig) -> Result<()> {
     for (name, ne) in expected_weights(c) {
         let info = file.require_tensor(&name)?;
         let want = crate::graph::shape4(&ne)?;
@@ -162,7 +162,7 @@ struct Parts {
 
 fn load_parts(
     file: &GgufFile,
-    c: &LlamaConfig,
+    c: &ModelConfig,
     opened: &Opened,
     n_ctx: usize,
     opts: &LoadOptions,
@@ -217,7 +217,7 @@ fn load_parts(
 /// weights and KV cache fits the memory it reports (the compute arena,
 /// sized later, comes on top).
 fn check_fits(
-    c: &LlamaConfig,
+    c: &ModelConfig,
     weights: &Weights,
     place: &LayerPlacement,
     backends: &[Arc<dyn Backend>],
@@ -261,7 +261,7 @@ impl Model {
     pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Model> {
         let start = Instant::now();
         let file = GgufFile::open(path)?;
-        let config = LlamaConfig::from_gguf(&file)?;
+        let config = ModelConfig::from_gguf(&file)?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
         check_weights(&file, &config)?;
         let n_ctx = match opts.n_ctx {
@@ -361,7 +361,7 @@ impl Model {
     }
 
     /// The hyperparameters.
-    pub fn config(&self) -> &LlamaConfig {
+    pub fn config(&self) -> &ModelConfig {
         &self.config
     }
 

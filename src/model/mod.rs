@@ -62,6 +62,7 @@
 
 mod chat;
 mod config;
+mod conversation;
 mod devices;
 mod eval;
 mod generate;
@@ -74,8 +75,11 @@ mod sampler;
 pub mod synthetic;
 mod weights;
 
-pub use chat::{apply_chat, chatml_user_turn, is_chatml};
-pub use config::{LlamaConfig, SUPPORTED_ARCHITECTURES};
+pub use chat::{
+    apply_chat, apply_chat_messages, chatml_user_turn, render_template, ChatFormat, Message,
+};
+pub use config::{Activation, Family, ModelConfig, SUPPORTED_ARCHITECTURES};
+pub use conversation::Conversation;
 pub use devices::{BackendChoice, BackendInfo};
 pub use eval::{Evaluator, StepTimes};
 pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};

@@ -242,7 +242,7 @@ fn random_blocks(
 mod tests {
     use super::*;
     use crate::gguf::GgufFile;
-    use crate::model::LlamaConfig;
+    use crate::model::ModelConfig;
 
     #[test]
     fn a_small_synthetic_model_reads_back_with_finite_weights() {
@@ -264,7 +264,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!("wginfer-synth-{}.gguf", std::process::id()));
         spec.write(&path, 1).unwrap();
         let file = GgufFile::open(&path).unwrap();
-        let c = LlamaConfig::from_gguf(&file).unwrap();
+        let c = ModelConfig::from_gguf(&file).unwrap();
         assert_eq!(
             (c.n_layer, c.n_embd, c.n_vocab, c.head_dim),
             (2, 256, 40, 64)
