@@ -1,12 +1,12 @@
 // mul_mat, matrix times vector (decode) and small batches:
 // d[m, n, i2, i3] = a[:, m] . b[:, n]. A workgroup computes four rows of
-// COLS columns. Each invocation walks the rows' 8-value units with stride
-// WG and dots each row's unit with the unit's activations of every column;
-// the sums of all rows and columns are then reduced together, one barrier
-// step for all of them (mul_mat_vec_sums_*.wgsl).
-// Consecutive invocations read consecutive words of a row, so weight loads
-// coalesce.
-// The type-specific part is `load_chunk`/`chunk_unit`/`x_elem` (quant.wgsl):
+// COLS columns. Each invocation walks the rows' quads (four 8-value units:
+// a block of q4_0, a sub-block of q4_K; one unit of a float row) with
+// stride WG and dots each row's units with the units' activations of every
+// column; the sums of all rows and columns are then reduced together, one
+// barrier step for all of them (mul_mat_vec_sums_*.wgsl). Consecutive
+// invocations read consecutive quads of a row.
+// The type-specific part is `load_quad`/`chunk_unit`/`x_elem` (quant.wgsl):
 // a unit's values are `head.x * raw + head.y`, so the kernel sums raw * x
 // and x over a unit and applies the scale and offset once.
 // p.x: row groups (of 4), column groups (of COLS), a's batch divisors r2
@@ -62,8 +62,16 @@ struct Rows {
     c3: Chunk,
 }
 
-fn load_rows(r: vec4<u32>, u: u32) -> Rows {
-    return Rows(load_chunk(r.x, u), load_chunk(r.y, u), load_chunk(r.z, u), load_chunk(r.w, u));
+// Quad q of four rows.
+struct Quads {
+    r0: Quad,
+    r1: Quad,
+    r2: Quad,
+    r3: Quad,
+}
+
+fn load_quads(r: vec4<u32>, q: u32) -> Quads {
+    return Quads(load_quad(r.x, q), load_quad(r.y, q), load_quad(r.z, q), load_quad(r.w, q));
 }
 
 // Four rows' unit u dotted with one column's activations: Σ raw * x per
@@ -81,6 +89,22 @@ fn rows_dot(g: Rows, u: u32, xcol: u32, st: vec2<f32>) -> vec4<f32> {
         return fma(scale, raw, offset * unit_sum(x));
     }
     return scale * raw;
+}
+
+// Four rows' unit u dotted with each column's activations (column c of the
+// result; those past COLS stay zero). xs: the columns' byte addresses, st:
+// their col_stats.
+fn cols_dot(g: Rows, u: u32, xs: vec4<u32>, st: mat4x2<f32>) -> mat4x4<f32> {
+    var t = mat4x4<f32>();
+    t[0] = rows_dot(g, u, xs.x, st[0]);
+    if (COLS > 1u) {
+        t[1] = rows_dot(g, u, xs.y, st[1]);
+    }
+    if (COLS > 2u) {
+        t[2] = rows_dot(g, u, xs.z, st[2]);
+        t[3] = rows_dot(g, u, xs.w, st[3]);
+    }
+    return t;
 }
 
 // Stores rows m..m+4 of column n (those that exist).
@@ -121,46 +145,36 @@ fn main(ids: Ids) {
     );
     let last_col = p.b.ne.y - 1u;
     let xb = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
-    let x0 = xb + min(n0, last_col) * p.b.nb.y;
-    let x1 = xb + min(n0 + 1u, last_col) * p.b.nb.y;
-    let x2 = xb + min(n0 + 2u, last_col) * p.b.nb.y;
-    let x3 = xb + min(n0 + 3u, last_col) * p.b.nb.y;
-    let units = n_units(p.a.ne.x);
+    let xs = vec4<u32>(xb) + min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last_col)) * p.b.nb.y;
+    let quads = n_quads(p.a.ne.x);
     // Every invocation calls col_stats, which may reduce over the workgroup.
-    let st0 = col_stats(x0, ids);
-    var st1 = st0;
-    var st2 = st0;
-    var st3 = st0;
+    let st0 = col_stats(xs.x, ids);
+    var st = mat4x2<f32>(st0, st0, st0, st0);
     if (COLS > 1u) {
-        st1 = col_stats(x1, ids);
+        st[1] = col_stats(xs.y, ids);
     }
     if (COLS > 2u) {
-        st2 = col_stats(x2, ids);
-        st3 = col_stats(x3, ids);
+        st[2] = col_stats(xs.z, ids);
+        st[3] = col_stats(xs.w, ids);
     }
 
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
-    for (var u = ids.lid; u < units; u += WG) {
-        let g = load_rows(rows, u);
-        acc0 += rows_dot(g, u, x0, st0);
-        if (COLS > 1u) {
-            acc1 += rows_dot(g, u, x1, st1);
-        }
-        if (COLS > 2u) {
-            acc2 += rows_dot(g, u, x2, st2);
-            acc3 += rows_dot(g, u, x3, st3);
+    var acc = mat4x4<f32>();
+    for (var q = ids.lid; q < quads; q += WG) {
+        let g = load_quads(rows, q);
+        acc += cols_dot(Rows(g.r0.c0, g.r1.c0, g.r2.c0, g.r3.c0), quad_unit(q, 0u), xs, st);
+        if (ROWS_EXACT) {
+            acc += cols_dot(Rows(g.r0.c1, g.r1.c1, g.r2.c1, g.r3.c1), quad_unit(q, 1u), xs, st);
+            acc += cols_dot(Rows(g.r0.c2, g.r1.c2, g.r2.c2, g.r3.c2), quad_unit(q, 2u), xs, st);
+            acc += cols_dot(Rows(g.r0.c3, g.r1.c3, g.r2.c3, g.r3.c3), quad_unit(q, 3u), xs, st);
         }
     }
-    put_partial(0u, acc0, ids);
+    put_partial(0u, acc[0], ids);
     if (COLS > 1u) {
-        put_partial(1u, acc1, ids);
+        put_partial(1u, acc[1], ids);
     }
     if (COLS > 2u) {
-        put_partial(2u, acc2, ids);
-        put_partial(3u, acc3, ids);
+        put_partial(2u, acc[2], ids);
+        put_partial(3u, acc[3], ids);
     }
     sums_ready(ids);
     // Invocation j stores column j's four rows.

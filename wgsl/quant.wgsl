@@ -1,7 +1,7 @@
 // Block decoders for mul_mat: each returns one 8-value "unit" of a row of
 // `a` as f32 weights, and `x_elem_*` say which row elements a unit's weights
 // belong to, so the kernels gather the matching activations once and reuse
-// them across rows. Units are numbered so that consecutive invocations read
+// them across rows. Units are numbered so that consecutive units read
 // consecutive words: a q4_0/q4_1/q5_0/q5_1 unit is one code word of a block
 // (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K/q5_K unit
 // two (nibbles of one sub-block), a q6_K unit one ql and one qh word;
@@ -34,6 +34,19 @@ fn a_vec2_at(byte: u32) -> vec2<u32> {
     let w1 = a[i + 1u];
     let w2 = a[i + 2u];
     return vec2<u32>(funnel(w0, w1, sh), funnel(w1, w2, sh));
+}
+
+// The 16 bytes at any byte address of `a`: five loads, where four
+// a_u32_at would take eight.
+fn a_vec4_at(byte: u32) -> vec4<u32> {
+    let i = byte >> 2u;
+    let sh = (byte & 3u) * 8u;
+    let w0 = a[i];
+    let w1 = a[i + 1u];
+    let w2 = a[i + 2u];
+    let w3 = a[i + 3u];
+    let w4 = a[i + 4u];
+    return vec4<u32>(funnel(w0, w1, sh), funnel(w1, w2, sh), funnel(w2, w3, sh), funnel(w3, w4, sh));
 }
 
 fn f16_lo(w: u32) -> f32 {
@@ -165,19 +178,21 @@ fn q5_codes(qh: u32, q: u32, w: u32) -> Unit {
 // q5_0 (22 bytes): f16 d, u32 fifth bits, 16 bytes of low nibbles;
 // value = (code - 16) * d.
 fn dq_q5_0(s: u32, w: u32) -> Unit {
-    let d = vec4<f32>(f16_lo(a_u32_at(s)));
-    let c = q5_codes(a_u32_at(s + 2u), a_u32_at(s + 6u + 4u * w), w);
-    let md = -16.0 * d;
-    return Unit(fma(c[0], d, md), fma(c[1], d, md));
+    let d = f16_lo(a_u32_at(s));
+    return q5_unit(a_u32_at(s + 2u), a_u32_at(s + 6u + 4u * w), w, vec2<f32>(d, -16.0 * d));
+}
+
+// Unit w of a q5 block: codes * dm.x + dm.y.
+fn q5_unit(qh: u32, q: u32, w: u32, dm: vec2<f32>) -> Unit {
+    let c = q5_codes(qh, q, w);
+    let d = vec4<f32>(dm.x);
+    let m = vec4<f32>(dm.y);
+    return Unit(fma(c[0], d, m), fma(c[1], d, m));
 }
 
 // q5_1 (24 bytes): f16 d, f16 m, u32 fifth bits, low nibbles; value = code * d + m.
 fn dq_q5_1(s: u32, w: u32) -> Unit {
-    let dm = unpack2x16float(a_u32_at(s));
-    let d = vec4<f32>(dm.x);
-    let m = vec4<f32>(dm.y);
-    let c = q5_codes(a_u32_at(s + 4u), a_u32_at(s + 8u + 4u * w), w);
-    return Unit(fma(c[0], d, m), fma(c[1], d, m));
+    return q5_unit(a_u32_at(s + 4u), a_u32_at(s + 8u + 4u * w), w, unpack2x16float(a_u32_at(s)));
 }
 
 // Byte i of the 12 q4_K/q5_K scale bytes, held as three words.
@@ -205,18 +220,23 @@ fn k_sub(r: u32) -> u32 {
 }
 
 // q4_K (144 bytes): f16 d, f16 dmin, 12 scale bytes, qs[128]; value =
-// d * scale * code - dmin * min. The codes of unit r are the low (even
-// sub-block) or high (odd) nibbles of code words 8(r >> 3) + 2(r & 3) and
-// the next. Returns the unit's step and offset and those code words, from
-// byte `qs` of the block at s, shifted so the codes are the low nibbles
-// (q5_K keeps the same fields, with its fifth bits before its codes).
-fn k_unit_words(s: u32, r: u32, qs: u32) -> QChunk {
+// d * scale * code - dmin * min. Step and offset (d * scale, dmin * min)
+// of sub-block `sub` of the block at s (q5_K has the same fields).
+fn k_sub_head(s: u32, sub: u32) -> vec2<f32> {
     let dm = unpack2x16float(a_u32_at(s));
     let sc = vec3<u32>(a_u32_at(s + 4u), a_u32_at(s + 8u), a_u32_at(s + 12u));
+    return q4_k_scale_min(sc, sub) * dm;
+}
+
+// The codes of unit r are the low (even sub-block) or high (odd) nibbles
+// of code words 8(r >> 3) + 2(r & 3) and the next. Returns the unit's step
+// and offset and those code words, from byte `qs` of the block at s,
+// shifted so the codes are the low nibbles (q5_K keeps its fifth bits
+// before its codes).
+fn k_unit_words(s: u32, r: u32, qs: u32) -> QChunk {
     let sub = k_sub(r);
-    let step_offset = q4_k_scale_min(sc, sub) * dm;
     let q = a_vec2_at(s + qs + 32u * (r >> 3u) + 8u * (r & 3u)) >> vec2<u32>(4u * (sub & 1u));
-    return QChunk(step_offset, q);
+    return QChunk(k_sub_head(s, sub), q);
 }
 
 fn dq_q4_k(s: u32, r: u32) -> Unit {
@@ -231,10 +251,15 @@ fn dq_q4_k(s: u32, r: u32) -> Unit {
 // codes.
 fn dq_q5_k(s: u32, r: u32) -> Unit {
     let c = k_unit_words(s, r, 48u);
-    let hi = (a_vec2_at(s + 16u + 8u * (r & 3u)) >> vec2<u32>(k_sub(r))) & vec2<u32>(0x01010101u);
-    let q = (c.q & vec2<u32>(0x0f0f0f0fu)) | (hi << vec2<u32>(4u));
-    let step = vec4<f32>(c.head.x);
-    let offset = vec4<f32>(-c.head.y);
+    return q5_k_unit(c.q, a_vec2_at(s + 16u + 8u * (r & 3u)) >> vec2<u32>(k_sub(r)), c.head);
+}
+
+// Eight q5_K values: low nibbles of `lo`, fifth bits the low bits of `hi`'s
+// bytes, step and offset `h`.
+fn q5_k_unit(lo: vec2<u32>, hi: vec2<u32>, h: vec2<f32>) -> Unit {
+    let q = (lo & vec2<u32>(0x0f0f0f0fu)) | ((hi & vec2<u32>(0x01010101u)) << vec2<u32>(4u));
+    let step = vec4<f32>(h.x);
+    let offset = vec4<f32>(-h.y);
     return Unit(
         fma(vec4<f32>(unpack4xU8(q.x)), step, offset),
         fma(vec4<f32>(unpack4xU8(q.y)), step, offset),
@@ -264,28 +289,95 @@ fn dq_q6_k(s: u32, r: u32) -> Unit {
     let l0 = 4u * (r & 7u);
     let ql = a_u32_at(s + 64u * h + 32u * pb + l0);
     let qh = a_u32_at(s + 128u + 32u * h + l0);
-    let sw = a_vec2_at(s + 192u + 8u * h);
-    let d = f16_lo(a_u32_at(s + 208u));
-    let sc = 2u * pb + (l0 >> 4u);
-    return Unit(
-        q6_codes(ql, qh, 0u, 2u * pb) * (d * i8_at(sw, sc)),
-        q6_codes(ql, qh, 4u, 2u * pb + 4u) * (d * i8_at(sw, sc + 4u)),
-    );
+    return q6_unit(ql, qh, pb, q6_steps(s, h, 2u * pb + (l0 >> 4u)));
 }
 
-// The mat-vec kernel reads a row a unit at a time as a "chunk": a q4_0,
-// q4_1, q4_K or q8_0 unit keeps its code words, and its (sub-)block's
-// scale and offset in `head`; the other types' units are decoded as they
-// load (`u`). A
-// chunk's values are head.x * r + head.y, where the codes' raw values r sit
-// in the mantissa of 1.0 (r = 1 + code / 16 for nibbles, 1 + (code + 128) /
-// 256 for signed bytes): a shift and a mask per value, where converting an
-// integer costs a quarter-rate instruction. r is exact and in [1, 2), so
-// sums of r * x lose nothing worth counting to the offset applied after
-// them, once per chunk.
+// The steps (d times the scale) of quarters t and t + 2 of half h of the
+// q6_K block at s.
+fn q6_steps(s: u32, h: u32, t: u32) -> vec2<f32> {
+    let sw = a_vec2_at(s + 192u + 8u * h);
+    let d = f16_lo(a_u32_at(s + 208u));
+    return d * vec2<f32>(i8_at(sw, t), i8_at(sw, t + 4u));
+}
+
+// Four q6_K values of quarter pb (from ql's low nibbles) and four of
+// quarter pb + 2 (high nibbles), with their steps.
+fn q6_unit(ql: u32, qh: u32, pb: u32, steps: vec2<f32>) -> Unit {
+    return Unit(q6_codes(ql, qh, 0u, 2u * pb) * steps.x, q6_codes(ql, qh, 4u, 2u * pb + 4u) * steps.y);
+}
+
+// The mat-vec kernel reads a row four units (a "quad") at a time. A quad
+// of q4_0, q4_1, q5_0, q5_1 or q8_0 is one block, of q4_K or q5_K one
+// sub-block and of q6_K 16 positions of one ql and qh row, so its scales
+// are loaded and decoded once for all four units, and its code words are
+// adjacent (a_vec4_at); a float quad is one unit (`float_quad`).
+// A q4_0/q4_1/q4_K/q8_0 unit is a "chunk": its code words, and its (sub-)
+// block's scale and offset in `head`. A chunk's values are head.x * r +
+// head.y, where the codes' raw values r sit in the mantissa of 1.0 (r = 1 +
+// code / 16 for nibbles, 1 + (code + 128) / 256 for signed bytes): a shift
+// and a mask per value, where converting an integer costs a quarter-rate
+// instruction. r is exact and in [1, 2), so sums of r * x lose nothing
+// worth counting to the offset applied after them, once per chunk.
 struct QChunk {
     head: vec2<f32>,
     q: vec2<u32>,
+}
+
+struct QChunkQuad {
+    c0: QChunk,
+    c1: QChunk,
+    c2: QChunk,
+    c3: QChunk,
+}
+
+struct UnitQuad {
+    c0: Unit,
+    c1: Unit,
+    c2: Unit,
+    c3: Unit,
+}
+
+// Unit j of quad q. A float row's quad is one unit (j = 0 only): its units
+// are read by 8 invocations side by side already (x_elem_f32), and four of
+// them at once would hold 32 words per row in registers.
+fn quad_unit(q: u32, j: u32) -> u32 {
+    if (ROWS_EXACT) {
+        return 4u * q + j;
+    }
+    return q;
+}
+
+fn n_quads(k: u32) -> u32 {
+    if (ROWS_EXACT) {
+        return n_units(k) / 4u;
+    }
+    return n_units(k);
+}
+
+// Quad q of a float row: its one unit.
+fn float_quad(row: u32, q: u32) -> UnitQuad {
+    let zero = Unit(vec4<f32>(0.0), vec4<f32>(0.0));
+    return UnitQuad(unit_w(row, q), zero, zero, zero);
+}
+
+// Four chunks of one head, with one code word each.
+fn nibble_quad(head: vec2<f32>, q: vec4<u32>) -> QChunkQuad {
+    return QChunkQuad(
+        QChunk(head, vec2<u32>(q.x, 0u)),
+        QChunk(head, vec2<u32>(q.y, 0u)),
+        QChunk(head, vec2<u32>(q.z, 0u)),
+        QChunk(head, vec2<u32>(q.w, 0u)),
+    );
+}
+
+// Four chunks of one head, with two code words each.
+fn pair_quad(head: vec2<f32>, lo: vec4<u32>, hi: vec4<u32>) -> QChunkQuad {
+    return QChunkQuad(
+        QChunk(head, lo.xy),
+        QChunk(head, lo.zw),
+        QChunk(head, hi.xy),
+        QChunk(head, hi.zw),
+    );
 }
 
 const MANT_ONE: u32 = 0x3f800000u;
@@ -307,35 +399,84 @@ fn byte_raw(w: u32) -> vec4<f32> {
     return bitcast<vec4<f32>>((v & vec4<u32>(0x007f8000u)) | vec4<u32>(MANT_ONE));
 }
 
-// Unit w (code word w) of the q4_0 block at s: value = d * (code - 8) =
+// The q4_0 block at s; unit w is code word w: value = d * (code - 8) =
 // 16d * r - 24d.
-fn q4_0_chunk(s: u32, w: u32) -> QChunk {
+fn q4_0_quad(s: u32) -> QChunkQuad {
     let d = f16_lo(a_u32_at(s));
-    return QChunk(vec2<f32>(16.0 * d, -24.0 * d), vec2<u32>(a_u32_at(s + 2u + 4u * w), 0u));
+    return nibble_quad(vec2<f32>(16.0 * d, -24.0 * d), a_vec4_at(s + 2u));
 }
 
 // q4_1: value = d * code + m = 16d * r + (m - 16d).
-fn q4_1_chunk(s: u32, w: u32) -> QChunk {
+fn q4_1_quad(s: u32) -> QChunkQuad {
     let dm = unpack2x16float(a_u32_at(s));
-    return QChunk(vec2<f32>(16.0 * dm.x, dm.y - 16.0 * dm.x), vec2<u32>(a_u32_at(s + 4u + 4u * w), 0u));
+    return nibble_quad(vec2<f32>(16.0 * dm.x, dm.y - 16.0 * dm.x), a_vec4_at(s + 4u));
+}
+
+// The q5_0 block at s: value = d * (code - 16).
+fn q5_0_quad(s: u32) -> UnitQuad {
+    let d = f16_lo(a_u32_at(s));
+    return q5_quad(a_u32_at(s + 2u), a_vec4_at(s + 6u), vec2<f32>(d, -16.0 * d));
+}
+
+// q5_1: value = d * code + m.
+fn q5_1_quad(s: u32) -> UnitQuad {
+    return q5_quad(a_u32_at(s + 4u), a_vec4_at(s + 8u), unpack2x16float(a_u32_at(s)));
+}
+
+fn q5_quad(qh: u32, q: vec4<u32>, dm: vec2<f32>) -> UnitQuad {
+    return UnitQuad(q5_unit(qh, q.x, 0u, dm), q5_unit(qh, q.y, 1u, dm), q5_unit(qh, q.z, 2u, dm), q5_unit(qh, q.w, 3u, dm));
+}
+
+// Sub-block `sub` of the q5_K block at s: q4_K's codes (from byte 48) and
+// bit `sub` of the 32 qh bytes.
+fn q5_k_quad(s: u32, sub: u32) -> UnitQuad {
+    let h = k_sub_head(s, sub);
+    let at = s + 48u + 32u * (sub >> 1u);
+    let sh = vec4<u32>(4u * (sub & 1u));
+    let lo0 = a_vec4_at(at) >> sh;
+    let lo1 = a_vec4_at(at + 16u) >> sh;
+    let hi0 = a_vec4_at(s + 16u) >> vec4<u32>(sub);
+    let hi1 = a_vec4_at(s + 32u) >> vec4<u32>(sub);
+    return UnitQuad(
+        q5_k_unit(lo0.xy, hi0.xy, h),
+        q5_k_unit(lo0.zw, hi0.zw, h),
+        q5_k_unit(lo1.xy, hi1.xy, h),
+        q5_k_unit(lo1.zw, hi1.zw, h),
+    );
+}
+
+// Units 4t..4t+4 (t = 0..8) of the q6_K block at s: 16 positions of half
+// h = t / 4, quarters pb and pb + 2, with one step each.
+fn q6_k_quad(s: u32, t: u32) -> UnitQuad {
+    let h = t >> 2u;
+    let pb = (t >> 1u) & 1u;
+    let l = 16u * (t & 1u);
+    let ql = a_vec4_at(s + 64u * h + 32u * pb + l);
+    let qh = a_vec4_at(s + 128u + 32u * h + l);
+    let st = q6_steps(s, h, 2u * pb + (t & 1u));
+    return UnitQuad(q6_unit(ql.x, qh.x, pb, st), q6_unit(ql.y, qh.y, pb, st), q6_unit(ql.z, qh.z, pb, st), q6_unit(ql.w, qh.w, pb, st));
 }
 
 fn q4_unit(ch: QChunk) -> Unit {
     return Unit(nib_lo_raw(ch.q.x), nib_hi_raw(ch.q.x));
 }
 
-// Unit w (values 8w..8w+8) of the q8_0 block at s: value = d * code =
+// The q8_0 block at s; unit w is values 8w..8w+8: value = d * code =
 // 256d * r - 384d.
-fn q8_0_chunk(s: u32, w: u32) -> QChunk {
+fn q8_0_quad(s: u32) -> QChunkQuad {
     let d = f16_lo(a_u32_at(s));
-    let q = a_vec2_at(s + 2u + 8u * w) ^ vec2<u32>(0x80808080u);
-    return QChunk(vec2<f32>(256.0 * d, -384.0 * d), q);
+    let flip = vec4<u32>(0x80808080u);
+    return pair_quad(vec2<f32>(256.0 * d, -384.0 * d), a_vec4_at(s + 2u) ^ flip, a_vec4_at(s + 18u) ^ flip);
 }
 
-// q4_K: value = step * code - offset = 16 step * r - (16 step + offset).
-fn q4_k_chunk(s: u32, r: u32) -> QChunk {
-    let c = k_unit_words(s, r, 16u);
-    return QChunk(vec2<f32>(16.0 * c.head.x, -16.0 * c.head.x - c.head.y), c.q);
+// Sub-block `sub` of the q4_K block at s (units 4 sub..4 sub + 4, see
+// k_sub): its 32 codes are the low (even sub) or high (odd) nibbles of 32
+// bytes. value = step * code - offset = 16 step * r - (16 step + offset).
+fn q4_k_quad(s: u32, sub: u32) -> QChunkQuad {
+    let h = k_sub_head(s, sub);
+    let at = s + 16u + 32u * (sub >> 1u);
+    let sh = vec4<u32>(4u * (sub & 1u));
+    return pair_quad(vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y), a_vec4_at(at) >> sh, a_vec4_at(at + 16u) >> sh);
 }
 
 fn q4_k_unit(ch: QChunk) -> Unit {

@@ -5,10 +5,12 @@ use crate::DType;
 
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
 /// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
-/// the units of a row of `k` values (for both kernels); `load_chunk(row, u)`
-/// with `chunk_unit(chunk)` and `chunk_head(chunk)` read a unit in the
-/// mat-vec kernel's raw form, `HAS_OFFSET` says whether heads carry an
-/// offset and `ROWS_EXACT` whether units cover a row exactly (quant.wgsl).
+/// the units of a row of `k` values (for both kernels); `load_quad(row, q)`
+/// reads quad `q` (units 4q..4q+4 of block types, unit q of float rows) in
+/// the mat-vec kernel's form, whose `chunk_unit(chunk)` and
+/// `chunk_head(chunk)` give each unit; `HAS_OFFSET` says whether heads
+/// carry an offset and `ROWS_EXACT` whether units cover a row exactly
+/// (quant.wgsl).
 pub fn defs(t: DType) -> Option<&'static str> {
     macro_rules! decoder {
         ($unit:literal, $elem:literal, $units:literal, $exact:literal) => {
@@ -17,13 +19,13 @@ pub fn defs(t: DType) -> Option<&'static str> {
                 $elem,
                 $units,
                 "Unit",
-                "unit_w(row, u)",
+                "float_quad(row, q)",
                 "plain",
                 false,
                 $exact
             )
         };
-        ($unit:literal, $elem:literal, $units:literal, $chunk_type:literal, $chunk:literal,
+        ($unit:literal, $elem:literal, $units:literal, $chunk_type:literal, $quad:literal,
          $form:literal, $offset:literal, $exact:literal) => {
             concat!(
                 "fn unit_w(row: u32, u: u32) -> Unit { return ",
@@ -38,8 +40,11 @@ pub fn defs(t: DType) -> Option<&'static str> {
                 "alias Chunk = ",
                 $chunk_type,
                 ";\n",
-                "fn load_chunk(row: u32, u: u32) -> Chunk { return ",
-                $chunk,
+                "alias Quad = ",
+                $chunk_type,
+                "Quad;\n",
+                "fn load_quad(row: u32, q: u32) -> Quad { return ",
+                $quad,
                 "; }\n",
                 "fn chunk_unit(ch: Chunk) -> Unit { return ",
                 $form,
@@ -69,7 +74,7 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "x_elem_q4",
             "k / 8u",
             "QChunk",
-            "q4_0_chunk(row + 18u * (u >> 2u), u & 3u)",
+            "q4_0_quad(row + 18u * q)",
             "q4",
             true,
             true
@@ -79,7 +84,7 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "x_elem_q4",
             "k / 8u",
             "QChunk",
-            "q4_1_chunk(row + 20u * (u >> 2u), u & 3u)",
+            "q4_1_quad(row + 20u * q)",
             "q4",
             true,
             true
@@ -88,12 +93,20 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "dq_q5_0(row + 22u * (u >> 2u), u & 3u)",
             "x_elem_q4",
             "k / 8u",
+            "Unit",
+            "q5_0_quad(row + 22u * q)",
+            "plain",
+            false,
             true
         ),
         DType::Q5_1 => decoder!(
             "dq_q5_1(row + 24u * (u >> 2u), u & 3u)",
             "x_elem_q4",
             "k / 8u",
+            "Unit",
+            "q5_1_quad(row + 24u * q)",
+            "plain",
+            false,
             true
         ),
         DType::Q4K => decoder!(
@@ -101,7 +114,7 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "x_elem_k",
             "k / 8u",
             "QChunk",
-            "q4_k_chunk(row + 144u * (u >> 5u), u & 31u)",
+            "q4_k_quad(row + 144u * (q >> 3u), q & 7u)",
             "q4_k",
             true,
             true
@@ -110,6 +123,10 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "dq_q5_k(row + 176u * (u >> 5u), u & 31u)",
             "x_elem_k",
             "k / 8u",
+            "Unit",
+            "q5_k_quad(row + 176u * (q >> 3u), q & 7u)",
+            "plain",
+            false,
             true
         ),
         DType::Q8_0 => decoder!(
@@ -117,7 +134,7 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "x_elem_linear",
             "k / 8u",
             "QChunk",
-            "q8_0_chunk(row + 34u * (u >> 2u), u & 3u)",
+            "q8_0_quad(row + 34u * q)",
             "q8_0",
             true,
             true
@@ -126,6 +143,10 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "dq_q6_k(row + 210u * (u >> 5u), u & 31u)",
             "x_elem_q6_k",
             "k / 8u",
+            "Unit",
+            "q6_k_quad(row + 210u * (q >> 3u), q & 7u)",
+            "plain",
+            false,
             true
         ),
         DType::I32 => return None,
