@@ -370,9 +370,10 @@ fn mul_mat_and_get_rows_with_quantized_weights() {
 /// The fast path (activations quantized to q8 blocks, integer dots) against
 /// the exact product of the dequantized weights, within test-backend-ops'
 /// mul_mat limit: mat-vec and mat-mat, odd row counts, batches with
-/// broadcast weights, permuted activations; types it does not take (q6_K,
-/// f16) and rows it cannot quantize (K not a multiple of 32) fall back to
-/// the reference loops.
+/// broadcast weights, permuted activations. f16 weights take the
+/// vectorized f16 dot (exact conversions, f32 sums in another order: within
+/// the exact limit), rows it cannot quantize (K not a multiple of 32) the
+/// reference loops.
 /// A fast-path case: weight type, K, rows, activations' shape and axes.
 type FastCase = (DType, usize, usize, [usize; 4], [usize; 4]);
 
@@ -380,7 +381,7 @@ type FastCase = (DType, usize, usize, [usize; 4], [usize; 4]);
 fn quantized_dots_stay_within_the_mul_mat_limit() {
     let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
     let mut rng = Rng::new(11);
-    let cases: [FastCase; 11] = [
+    let cases: [FastCase; 13] = [
         (DType::Q4_0, 256, 13, [256, 1, 1, 1], NO_PERMUTE),
         (DType::Q4_1, 96, 7, [96, 9, 1, 1], NO_PERMUTE),
         (DType::Q8_0, 512, 5, [512, 3, 2, 1], NO_PERMUTE),
@@ -392,6 +393,9 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
         (DType::Q4K, 512, 6, [512, 2, 1, 1], NO_PERMUTE),
         (DType::Q5K, 256, 5, [256, 3, 1, 1], NO_PERMUTE),
         (DType::F16, 40, 6, [40, 3, 1, 1], NO_PERMUTE),
+        // Attention's shapes: K cache rows of a head times a permuted query.
+        (DType::F16, 64, 9, [64, 5, 3, 1], [0, 2, 1, 3]),
+        (DType::F16, 1000, 4, [1000, 1, 2, 1], NO_PERMUTE),
     ];
     for (dtype, k, m, b_ne, axes) in cases {
         let w = rng.vec(k * m, -1.0, 1.0);

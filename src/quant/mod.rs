@@ -11,6 +11,7 @@
 //! Multi-byte fields are read in native byte order, which is little-endian on
 //! every target wgpu supports, as GGUF requires.
 
+pub mod f16_dot;
 mod q4_0;
 mod q4_1;
 mod q4_k;

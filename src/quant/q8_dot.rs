@@ -596,7 +596,7 @@ mod avx2 {
 /// conversion without F16C in the build's baseline is a branchy software
 /// routine, once per block of every weight row.
 #[inline(always)]
-fn f16_to_f32(h: f16) -> f32 {
+pub(super) fn f16_to_f32(h: f16) -> f32 {
     static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
     let table = TABLE.get_or_init(|| (0..=u16::MAX).map(|b| f16::from_bits(b).to_f32()).collect());
     table[usize::from(h.to_bits())]

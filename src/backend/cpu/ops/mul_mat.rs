@@ -1,10 +1,12 @@
 //! mul_mat: weights of any type times f32 activations, multi-threaded over
-//! the weight rows; with `quantized_dots`, q4_0/q4_1/q8_0 weights take
-//! activations quantized to q8 blocks (ggml's CPU path, [`q8_dot`]).
+//! the weight rows; with `quantized_dots` (the fast path), quantized
+//! weights take activations quantized to q8 blocks (ggml's CPU path,
+//! [`q8_dot`]) and f16 weights a vectorized f16 dot ([`f16_dot`]).
 
 use super::{parallel_fill, Src};
+use crate::quant::f16_dot;
 use crate::quant::q8_dot::{self, Q8Row};
-use crate::{quant, Result};
+use crate::{quant, DType, Result};
 
 /// f32 dot product with independent partial sums, so it vectorizes.
 pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
@@ -61,6 +63,12 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
                 // Quantized activations: integer dots per block.
                 (Some(columns), _, Some(bytes)) => {
                     q8_dot::dots(dtype, bytes, &columns[batch * n..][..n], dst)?
+                }
+                // f16 rows on the fast path: F16C conversion, several sums.
+                (None, _, Some(bytes)) if quantized_dots && dtype == DType::F16 => {
+                    for (j, d) in dst.iter_mut().enumerate() {
+                        *d = f16_dot::dot(bytes, b_row(j))?;
+                    }
                 }
                 // One activation column: a fused dequantize-and-dot per block.
                 (None, 1, Some(bytes)) => dst[0] = quant::dot_row(dtype, bytes, b_row(0))?,
