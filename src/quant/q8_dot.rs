@@ -12,7 +12,7 @@
 
 use half::f16;
 
-use super::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use super::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0};
 use crate::{DType, Error, Result};
 
 const BLOCK: usize = 32;
@@ -67,6 +67,14 @@ impl Q8Row {
         Ok(())
     }
 
+    /// Each block's codes, scale and scaled code sum, in order.
+    fn blocks(&self) -> impl Iterator<Item = (&[i8], f32, f32)> {
+        self.q
+            .chunks_exact(BLOCK)
+            .zip(self.d.iter().zip(&self.dsums))
+            .map(|(q, (&d, &ds))| (q, d, ds))
+    }
+
     /// Number of values.
     pub fn len(&self) -> usize {
         self.q.len()
@@ -112,15 +120,14 @@ pub fn dots(dtype: DType, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result
     }
     let kernels = kernels();
     match dtype {
-        DType::Q4_0 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q4_0)),
-        DType::Q4_1 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q4_1)),
-        DType::Q8_0 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q8_0)),
-        DType::Q5_0 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q5_0)),
-        DType::Q5_1 => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q5_1)),
-        DType::Q4K => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q4_k)),
-        DType::Q5K => with_blocks(bytes, |b| each_column(b, xs, out, kernels.q5_k)),
-        // Plain loops only, for now.
-        DType::Q6K => with_blocks(bytes, |b| each_column(b, xs, out, portable::q6_k)),
+        DType::Q4_0 => with_blocks(bytes, |b| (kernels.q4_0)(b, xs, out)),
+        DType::Q4_1 => with_blocks(bytes, |b| (kernels.q4_1)(b, xs, out)),
+        DType::Q8_0 => with_blocks(bytes, |b| (kernels.q8_0)(b, xs, out)),
+        DType::Q5_0 => with_blocks(bytes, |b| (kernels.q5_0)(b, xs, out)),
+        DType::Q5_1 => with_blocks(bytes, |b| (kernels.q5_1)(b, xs, out)),
+        DType::Q4K => with_blocks(bytes, |b| (kernels.q4_k)(b, xs, out)),
+        DType::Q5K => with_blocks(bytes, |b| (kernels.q5_k)(b, xs, out)),
+        DType::Q6K => with_blocks(bytes, |b| (kernels.q6_k)(b, xs, out)),
         DType::F32 | DType::F16 | DType::I32 => {
             return Err(Error::UnsupportedType(format!("q8 dots of {dtype} rows")))
         }
@@ -134,15 +141,19 @@ fn each_column<B>(blocks: &[B], xs: &[Q8Row], out: &mut [f32], kernel: fn(&[B], 
     }
 }
 
+/// A weight row's blocks dotted with every column, into `out`.
+type Columns<B> = fn(&[B], &[Q8Row], &mut [f32]);
+
 /// The block loops of one instruction set.
 struct Kernels {
-    q4_0: fn(&[BlockQ4_0], &Q8Row) -> f32,
-    q4_1: fn(&[BlockQ4_1], &Q8Row) -> f32,
-    q8_0: fn(&[BlockQ8_0], &Q8Row) -> f32,
-    q5_0: fn(&[BlockQ5_0], &Q8Row) -> f32,
-    q5_1: fn(&[BlockQ5_1], &Q8Row) -> f32,
-    q4_k: fn(&[BlockQ4K], &Q8Row) -> f32,
-    q5_k: fn(&[BlockQ5K], &Q8Row) -> f32,
+    q4_0: Columns<BlockQ4_0>,
+    q4_1: Columns<BlockQ4_1>,
+    q8_0: Columns<BlockQ8_0>,
+    q5_0: Columns<BlockQ5_0>,
+    q5_1: Columns<BlockQ5_1>,
+    q4_k: Columns<BlockQ4K>,
+    q5_k: Columns<BlockQ5K>,
+    q6_k: Columns<BlockQ6K>,
 }
 
 /// Calls `f` with `bytes` as blocks: in place when aligned (GGUF aligns
@@ -169,24 +180,27 @@ fn kernels() -> &'static Kernels {
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
         {
+            // SAFETY (every closure): the CPU has AVX2, FMA and F16C.
             return Kernels {
-                q4_0: |b, x| unsafe { avx2::q4_0(b, x) },
-                q4_1: |b, x| unsafe { avx2::q4_1(b, x) },
-                q8_0: |b, x| unsafe { avx2::q8_0(b, x) },
-                q5_0: |b, x| unsafe { avx2::q5_0(b, x) },
-                q5_1: |b, x| unsafe { avx2::q5_1(b, x) },
-                q4_k: |b, x| unsafe { avx2::q4_k(b, x) },
-                q5_k: |b, x| unsafe { avx2::q5_k(b, x) },
+                q4_0: |b, xs, out| unsafe { avx2::q4_0(b, xs, out) },
+                q4_1: |b, xs, out| unsafe { avx2::q4_1(b, xs, out) },
+                q8_0: |b, xs, out| each_column(b, xs, out, |b, x| unsafe { avx2::q8_0(b, x) }),
+                q5_0: |b, xs, out| unsafe { avx2::q5_0(b, xs, out) },
+                q5_1: |b, xs, out| unsafe { avx2::q5_1(b, xs, out) },
+                q4_k: |b, xs, out| unsafe { avx2::q4_k(b, xs, out) },
+                q5_k: |b, xs, out| unsafe { avx2::q5_k(b, xs, out) },
+                q6_k: |b, xs, out| unsafe { avx2::q6_k(b, xs, out) },
             };
         }
         Kernels {
-            q4_0: portable::q4_0,
-            q4_1: portable::q4_1,
-            q8_0: portable::q8_0,
-            q5_0: portable::q5_0,
-            q5_1: portable::q5_1,
-            q4_k: portable::q4_k,
-            q5_k: portable::q5_k,
+            q4_0: |b, xs, out| each_column(b, xs, out, portable::q4_0),
+            q4_1: |b, xs, out| each_column(b, xs, out, portable::q4_1),
+            q8_0: |b, xs, out| each_column(b, xs, out, portable::q8_0),
+            q5_0: |b, xs, out| each_column(b, xs, out, portable::q5_0),
+            q5_1: |b, xs, out| each_column(b, xs, out, portable::q5_1),
+            q4_k: |b, xs, out| each_column(b, xs, out, portable::q4_k),
+            q5_k: |b, xs, out| each_column(b, xs, out, portable::q5_k),
+            q6_k: |b, xs, out| each_column(b, xs, out, portable::q6_k),
         }
     })
 }
@@ -394,7 +408,8 @@ mod avx2 {
 
     use super::{Q8Row, BLOCK};
     use crate::quant::q4_k::scale_min;
-    use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+    use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
+    use crate::quant::{BlockQ6K, BlockQ8_0};
 
     /// Σ of eight f32 lanes.
     #[target_feature(enable = "avx2,fma")]
@@ -455,82 +470,132 @@ mod avx2 {
     }
 
     /// Over blocks of 4-bit codes (5-bit with `FIFTH`: their fifth bits in
-    /// the `u32`), each with its codes, scale `d` and offset factor `o`:
-    /// (Σ d dx Σ code·xq, Σ o dx Σ xq). Two vector accumulators, the second
+    /// the `u32`), each with its codes, scale `d` and offset factor `o`,
+    /// and each of N columns: (Σ d dx Σ code·xq, Σ o dx Σ xq). A block's
+    /// codes are unpacked once for the N columns (a prompt's columns come
+    /// four at a time). Two vector accumulators per column, the second
     /// holding one eighth of its sum per lane, so no scalar sum chains
     /// through the blocks.
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn nibble_sums<'a, const FIFTH: bool>(
+    fn nibble_sums<'a, const FIFTH: bool, const N: usize>(
         blocks: impl Iterator<Item = (&'a [u8; 16], u32, f16, f16)>,
-        x: &Q8Row,
-    ) -> (f32, f32) {
-        let mut acc = _mm256_setzero_ps();
-        let mut offsets = _mm256_setzero_ps();
-        for ((qs, qh, d, o), (xq, (&dx, &ds))) in
-            blocks.zip(x.q.chunks_exact(BLOCK).zip(x.d.iter().zip(&x.dsums)))
-        {
+        xs: &[Q8Row; N],
+    ) -> [(f32, f32); N] {
+        let mut acc = [_mm256_setzero_ps(); N];
+        let mut offsets = [_mm256_setzero_ps(); N];
+        let mut cols = xs.each_ref().map(Q8Row::blocks);
+        for (qs, qh, d, o) in blocks {
             let mut c = nibbles(qs);
             if FIFTH {
                 c = _mm256_or_si256(c, fifth_bits(qh));
             }
-            let p = dot_u8_i8(c, codes(xq));
-            acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale(d) * dx), acc);
-            offsets = _mm256_fmadd_ps(_mm256_set1_ps(scale(o)), _mm256_set1_ps(ds), offsets);
+            let (d, o) = (scale(d), _mm256_set1_ps(scale(o)));
+            for (j, col) in cols.iter_mut().enumerate() {
+                let Some((xq, dx, ds)) = col.next() else {
+                    break;
+                };
+                let p = dot_u8_i8(c, codes(xq));
+                acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * dx), acc[j]);
+                offsets[j] = _mm256_fmadd_ps(o, _mm256_set1_ps(ds), offsets[j]);
+            }
         }
-        (sum8(acc), sum8(offsets) / 8.0)
+        std::array::from_fn(|j| (sum8(acc[j]), sum8(offsets[j]) / 8.0))
+    }
+
+    /// Each column's dot into `out`: four columns at a time through `four`
+    /// (which reads each weight block once for them), the rest through `one`.
+    #[inline(always)]
+    fn by_fours(
+        xs: &[Q8Row],
+        out: &mut [f32],
+        four: impl Fn(&[Q8Row; 4]) -> [f32; 4],
+        one: impl Fn(&Q8Row) -> f32,
+    ) {
+        let mut quads = xs.chunks_exact(4);
+        let mut dst = out.chunks_exact_mut(4);
+        for (x4, o4) in (&mut quads).zip(&mut dst) {
+            // Always a whole array: the chunks are exact.
+            if let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) {
+                o4.copy_from_slice(&four(x4));
+            }
+        }
+        for (o, x) in dst.into_remainder().iter_mut().zip(quads.remainder()) {
+            *o = one(x);
+        }
+    }
+
+    /// `finish(dot, offset)` of each column's [`nibble_sums`] into `out`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn nibble_columns<'a, const FIFTH: bool, I>(
+        blocks: impl Fn() -> I,
+        xs: &[Q8Row],
+        out: &mut [f32],
+        finish: impl Fn(f32, f32) -> f32,
+    ) where
+        I: Iterator<Item = (&'a [u8; 16], u32, f16, f16)>,
+    {
+        by_fours(
+            xs,
+            out,
+            |x4| nibble_sums::<FIFTH, 4>(blocks(), x4).map(|(dot, offset)| finish(dot, offset)),
+            |x| {
+                let [(dot, offset)] = nibble_sums::<FIFTH, 1>(blocks(), std::array::from_ref(x));
+                finish(dot, offset)
+            },
+        );
     }
 
     /// q4_0: codes are stored plus 8, so Σ d (code - 8) x = Σ d code x - 8 d Σ x.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub fn q4_0(blocks: &[BlockQ4_0], x: &Q8Row) -> f32 {
-        let (dot, offset) = nibble_sums::<false>(blocks.iter().map(|w| (&w.qs, 0, w.d, w.d)), x);
-        dot - 8.0 * offset
+    pub fn q4_0(blocks: &[BlockQ4_0], xs: &[Q8Row], out: &mut [f32]) {
+        let each = || blocks.iter().map(|w| (&w.qs, 0, w.d, w.d));
+        nibble_columns::<false, _>(each, xs, out, |dot, offset| dot - 8.0 * offset);
     }
 
     /// q4_1: d * code + m.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub fn q4_1(blocks: &[BlockQ4_1], x: &Q8Row) -> f32 {
-        let (dot, offset) = nibble_sums::<false>(blocks.iter().map(|w| (&w.qs, 0, w.d, w.m)), x);
-        dot + offset
+    pub fn q4_1(blocks: &[BlockQ4_1], xs: &[Q8Row], out: &mut [f32]) {
+        let each = || blocks.iter().map(|w| (&w.qs, 0, w.d, w.m));
+        nibble_columns::<false, _>(each, xs, out, |dot, offset| dot + offset);
     }
 
     /// q5_0: codes are stored plus 16.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub fn q5_0(blocks: &[BlockQ5_0], x: &Q8Row) -> f32 {
-        let (dot, offset) = nibble_sums::<true>(
+    pub fn q5_0(blocks: &[BlockQ5_0], xs: &[Q8Row], out: &mut [f32]) {
+        let each = || {
             blocks
                 .iter()
-                .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.d)),
-            x,
-        );
-        dot - 16.0 * offset
+                .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.d))
+        };
+        nibble_columns::<true, _>(each, xs, out, |dot, offset| dot - 16.0 * offset);
     }
 
     /// q5_1: d * code + m.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub fn q5_1(blocks: &[BlockQ5_1], x: &Q8Row) -> f32 {
-        let (dot, offset) = nibble_sums::<true>(
+    pub fn q5_1(blocks: &[BlockQ5_1], xs: &[Q8Row], out: &mut [f32]) {
+        let each = || {
             blocks
                 .iter()
-                .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.m)),
-            x,
-        );
-        dot + offset
+                .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.m))
+        };
+        nibble_columns::<true, _>(each, xs, out, |dot, offset| dot + offset);
     }
 
-    /// q4_K and q5_K: per sub-block s, d sc(s) dx Σ code xq - dmin mn(s)
-    /// dx Σ xq. `qh` holds q5_K's fifth bits (bit s of byte l for value l
-    /// of sub-block s).
+    /// q4_K and q5_K: per sub-block s and each of N columns, d sc(s) dx Σ
+    /// code xq - dmin mn(s) dx Σ xq. `qh` holds q5_K's fifth bits (bit s
+    /// of byte l for value l of sub-block s). A sub-block's codes and scales
+    /// are unpacked once for the N columns.
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn k_quant<'a>(
+    fn k_quant<'a, const N: usize>(
         blocks: impl Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
-        x: &Q8Row,
-    ) -> f32 {
+        xs: &[Q8Row; N],
+    ) -> [f32; N] {
         let mask = _mm256_set1_epi8(0x0f);
         let one = _mm256_set1_epi8(1);
-        let mut acc = _mm256_setzero_ps();
-        let mut offsets = 0.0f32;
-        for (i, (d, dmin, scales, qs, qh)) in blocks.enumerate() {
+        let mut acc = [_mm256_setzero_ps(); N];
+        let mut offsets = [0.0f32; N];
+        let mut cols = xs.each_ref().map(Q8Row::blocks);
+        for (d, dmin, scales, qs, qh) in blocks {
             let (d, dmin) = (scale(d), scale(dmin));
             // SAFETY: qh is 32 readable bytes; the load is unaligned.
             let high = qh.map(|h| unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
@@ -549,34 +614,118 @@ mod avx2 {
                     }
                 }
                 for (t, c) in pair.into_iter().enumerate() {
-                    let s = 2 * g + t;
-                    let b = 8 * i + s;
-                    let (sc, mn) = scale_min(scales, s);
-                    let p = dot_u8_i8(c, codes(&x.q[BLOCK * b..]));
-                    acc = _mm256_fmadd_ps(p, _mm256_set1_ps(d * f32::from(sc) * x.d[b]), acc);
-                    offsets += dmin * f32::from(mn) * x.dsums[b];
+                    let (sc, mn) = scale_min(scales, 2 * g + t);
+                    let (step, offset) = (d * f32::from(sc), dmin * f32::from(mn));
+                    // The columns' x-blocks of this sub-block, in order.
+                    for (j, col) in cols.iter_mut().enumerate() {
+                        let Some((xq, dx, ds)) = col.next() else {
+                            break;
+                        };
+                        let p = dot_u8_i8(c, codes(xq));
+                        acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * dx), acc[j]);
+                        offsets[j] += offset * ds;
+                    }
                 }
             }
         }
-        sum8(acc) - offsets
+        std::array::from_fn(|j| sum8(acc[j]) - offsets[j])
+    }
+
+    /// [`k_quant`] of every column into `out`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn k_quant_columns<'a, I>(blocks: impl Fn() -> I, xs: &[Q8Row], out: &mut [f32])
+    where
+        I: Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
+    {
+        by_fours(
+            xs,
+            out,
+            |x4| k_quant::<4>(blocks(), x4),
+            |x| k_quant::<1>(blocks(), std::array::from_ref(x))[0],
+        );
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub fn q4_k(blocks: &[BlockQ4K], x: &Q8Row) -> f32 {
-        k_quant(
-            blocks.iter().map(|w| (w.d, w.dmin, &w.scales, &w.qs, None)),
-            x,
-        )
+    pub fn q4_k(blocks: &[BlockQ4K], xs: &[Q8Row], out: &mut [f32]) {
+        let each = || blocks.iter().map(|w| (w.d, w.dmin, &w.scales, &w.qs, None));
+        k_quant_columns(each, xs, out);
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub fn q5_k(blocks: &[BlockQ5K], x: &Q8Row) -> f32 {
-        k_quant(
+    pub fn q5_k(blocks: &[BlockQ5K], xs: &[Q8Row], out: &mut [f32]) {
+        let each = || {
             blocks
                 .iter()
-                .map(|w| (w.d, w.dmin, &w.scales, &w.qs, Some(&w.qh))),
-            x,
-        )
+                .map(|w| (w.d, w.dmin, &w.scales, &w.qs, Some(&w.qh)))
+        };
+        k_quant_columns(each, xs, out);
+    }
+
+    /// q6_K: per 32-value group, 6-bit codes (0..64) from 32 ql nibbles
+    /// and 32 qh bit pairs, Σ (code - 32) xq per 16 values (vpmaddubsw of
+    /// the codes minus that of 32), times the two 16-value sub-blocks'
+    /// scales (vpmaddwd), times d dx. Each group's codes are built once for
+    /// the N columns.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q6_k_cols<const N: usize>(blocks: &[BlockQ6K], xs: &[Q8Row; N]) -> [f32; N] {
+        let low4 = _mm256_set1_epi8(0x0f);
+        let low2 = _mm256_set1_epi8(0x03);
+        let bias = _mm256_set1_epi8(32);
+        let mut acc = [_mm256_setzero_ps(); N];
+        let mut cols = xs.each_ref().map(Q8Row::blocks);
+        for w in blocks {
+            let d = scale(w.d);
+            for h in 0..2 {
+                // SAFETY: 32 bytes at 64h and 64h + 32 of ql's 128, at 32h
+                // of qh's 64; the loads are unaligned.
+                let (ql0, ql1, qh) = unsafe {
+                    (
+                        _mm256_loadu_si256(w.ql[64 * h..].as_ptr().cast()),
+                        _mm256_loadu_si256(w.ql[64 * h + 32..].as_ptr().cast()),
+                        _mm256_loadu_si256(w.qh[32 * h..].as_ptr().cast()),
+                    )
+                };
+                // Group t: ql0/ql1 low nibbles, then high ones; qh bits 2t, 2t + 1.
+                let lows = [
+                    _mm256_and_si256(ql0, low4),
+                    _mm256_and_si256(ql1, low4),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low4),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low4),
+                ];
+                let highs = [
+                    _mm256_and_si256(qh, low2),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(qh), low2),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(qh), low2),
+                    _mm256_and_si256(_mm256_srli_epi16::<6>(qh), low2),
+                ];
+                for (t, (lo, hi)) in lows.into_iter().zip(highs).enumerate() {
+                    let c = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi));
+                    let sc = |g: usize| i16::from(w.scales[8 * h + 2 * t + g]);
+                    let scales = _mm256_setr_m128i(_mm_set1_epi16(sc(0)), _mm_set1_epi16(sc(1)));
+                    for (j, col) in cols.iter_mut().enumerate() {
+                        let Some((xq, dx, _)) = col.next() else { break };
+                        let x = codes(xq);
+                        let pairs = _mm256_sub_epi16(
+                            _mm256_maddubs_epi16(c, x),
+                            _mm256_maddubs_epi16(bias, x),
+                        );
+                        let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
+                        acc[j] = _mm256_fmadd_ps(sums, _mm256_set1_ps(d * dx), acc[j]);
+                    }
+                }
+            }
+        }
+        acc.map(|a| sum8(a))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub fn q6_k(blocks: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]) {
+        by_fours(
+            xs,
+            out,
+            |x4| q6_k_cols::<4>(blocks, x4),
+            |x| q6_k_cols::<1>(blocks, std::array::from_ref(x))[0],
+        );
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -638,11 +787,31 @@ mod tests {
                 DType::Q5_1 => with_blocks(&w, |b| portable::q5_1(b, &xq)),
                 DType::Q4K => with_blocks(&w, |b| portable::q4_k(b, &xq)),
                 DType::Q5K => with_blocks(&w, |b| portable::q5_k(b, &xq)),
-                // q6_K has only the plain loops.
+                DType::Q6K => with_blocks(&w, |b| portable::q6_k(b, &xq)),
                 _ => fast,
             };
             // Integer sums are exact; only the f32 accumulation order may differ.
             assert!((portable - fast).abs() <= 1e-4 * fast.abs().max(1.0));
+        }
+    }
+
+    #[test]
+    fn column_groups_give_each_column_its_own_dot() {
+        // Six columns: one group of four, then two one by one.
+        let n = 256;
+        let xs: Vec<Q8Row> = (0..6)
+            .map(|c| {
+                let mut q = Q8Row::default();
+                q.quantize(&values(n, 11 + c)).unwrap();
+                q
+            })
+            .collect();
+        for dtype in DType::ALL.into_iter().filter(|t| t.is_quantized()) {
+            let w = quantize_row(dtype, &values(n, 5)).unwrap();
+            let mut got = [0.0; 6];
+            dots(dtype, &w, &xs, &mut got).unwrap();
+            let one_by_one: Vec<f32> = xs.iter().map(|x| dot(dtype, &w, x).unwrap()).collect();
+            assert_eq!(got.to_vec(), one_by_one, "{dtype}");
         }
     }
 
