@@ -182,3 +182,36 @@ fn f32_rows_are_lossless() {
 fn shape_err(r: wginfer::Result<()>) -> bool {
     matches!(r, Err(Error::Shape(_)))
 }
+
+/// Every quantized type decodes `tests/data/dequant/`'s blocks to exactly
+/// the values llama.cpp's gguf-py gives them (`gguf.quants.dequantize`;
+/// `scripts/make-dequant-fixture.py` wrote both files).
+#[test]
+fn dequantization_matches_gguf_py_bit_for_bit() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dequant");
+    for dtype in quant_types() {
+        let read = |ext: &str| {
+            let path = dir.join(format!("{}.{ext}", dtype.name()));
+            std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        let blocks = read("blocks");
+        let want: Vec<f32> = read("f32")
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert_eq!(
+            blocks.len() / dtype.block_bytes(),
+            8,
+            "{dtype}: eight blocks"
+        );
+        let mut got = vec![0.0f32; want.len()];
+        dequantize_row(dtype, &blocks, &mut got).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{dtype} value {i}: {g} vs gguf-py's {w}"
+            );
+        }
+    }
+}
