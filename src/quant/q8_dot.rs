@@ -67,7 +67,9 @@ impl Q8Row {
         Ok(())
     }
 
-    /// Each block's codes, scale and scaled code sum, in order.
+    /// Each block's codes, scale and scaled code sum, in order (for the
+    /// SIMD loops).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn blocks(&self) -> impl Iterator<Item = (&[i8], f32, f32)> {
         self.q
             .chunks_exact(BLOCK)

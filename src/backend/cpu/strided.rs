@@ -54,6 +54,15 @@ impl<'a> Src<'a> {
         }
     }
 
+    /// The values of a contiguous f32 tensor, borrowed (`None` for other
+    /// layouts and types, or bytes not aligned for f32).
+    pub fn f32_slice(&self) -> Option<&'a [f32]> {
+        let plain = self.layout.dtype == DType::F32 && self.layout.is_contiguous();
+        (plain && cfg!(target_endian = "little"))
+            .then(|| bytemuck::try_cast_slice(self.bytes).ok())
+            .flatten()
+    }
+
     /// Element `i` of an i32 tensor.
     pub fn i32_at(&self, i: [usize; 4]) -> i32 {
         i32::from_le_bytes(le(self.bytes, self.layout.offset_of(i)))
@@ -131,6 +140,12 @@ pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) 
         )));
     }
     let bytes = &mut buffer[offset..];
+    // A dense f32 result is one copy.
+    if layout.dtype == DType::F32 && layout.is_contiguous() && cfg!(target_endian = "little") {
+        let src: &[u8] = bytemuck::cast_slice(values);
+        bytes[..src.len()].copy_from_slice(src);
+        return Ok(());
+    }
     let mut next = values.iter();
     let mut write = |at: usize, v: f32| match layout.dtype {
         DType::F16 => bytes[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes()),

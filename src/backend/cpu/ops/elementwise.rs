@@ -1,7 +1,7 @@
 //! add, mul, scale, silu, relu, gelu and diag_mask_inf.
 
 use super::super::strided::for_each_index;
-use super::Src;
+use super::{parallel_fill, Src};
 use crate::Result;
 
 /// `x * sigmoid(x)`; saturates to 0 for large negative `x` without NaN.
@@ -17,7 +17,32 @@ pub fn gelu(x: f32) -> f32 {
 }
 
 /// `f(a, b)` with `b` repeated over `a` (each dim of `b` divides `a`'s).
-pub fn binary(a: Src, b: Src, f: impl Fn(f32, f32) -> f32) -> Result<Vec<f32>> {
+pub fn binary(
+    a: Src,
+    b: Src,
+    threads: usize,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Result<Vec<f32>> {
+    let n0 = a.ne()[0];
+    if let (Some(x), Some(y)) = (a.f32_slice(), b.f32_slice()) {
+        // Dense operands, `b` of `a`'s shape or one row of it (a residual,
+        // a norm's weight): row by row over the threads.
+        let per_row = y.len() == n0 && b.ne()[0] == n0;
+        if n0 > 0 && (y.len() == x.len() || per_row) {
+            let mut out = vec![0.0; x.len()];
+            parallel_fill(&mut out, n0, threads, |first, part| {
+                for (r, row) in part.chunks_exact_mut(n0).enumerate() {
+                    let at = (first + r) * n0;
+                    let yr = if per_row { y } else { &y[at..at + n0] };
+                    for ((o, &u), &v) in row.iter_mut().zip(&x[at..at + n0]).zip(yr) {
+                        *o = f(u, v);
+                    }
+                }
+                Ok(())
+            })?;
+            return Ok(out);
+        }
+    }
     let nb = b.ne();
     let mut out = Vec::with_capacity(a.layout.n_elements());
     for_each_index(a.ne(), |i| {
@@ -28,7 +53,19 @@ pub fn binary(a: Src, b: Src, f: impl Fn(f32, f32) -> f32) -> Result<Vec<f32>> {
 }
 
 /// `f(a)` element by element.
-pub fn unary(a: Src, f: impl Fn(f32) -> f32) -> Result<Vec<f32>> {
+pub fn unary(a: Src, threads: usize, f: impl Fn(f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    let n0 = a.ne()[0];
+    if let Some(x) = a.f32_slice().filter(|_| n0 > 0) {
+        let mut out = vec![0.0; x.len()];
+        parallel_fill(&mut out, n0, threads, |first, part| {
+            let (at, len) = (first * n0, part.len());
+            for (o, &u) in part.iter_mut().zip(&x[at..at + len]) {
+                *o = f(u);
+            }
+            Ok(())
+        })?;
+        return Ok(out);
+    }
     let mut out = Vec::with_capacity(a.layout.n_elements());
     for_each_index(a.ne(), |i| out.push(f(a.f32_at(i))));
     Ok(out)

@@ -35,12 +35,12 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::Input | Op::View | Op::Empty | Op::Transfer => {
             Err(Error::invalid("inputs and views compute nothing"))
         }
-        Op::Add => elementwise::binary(s(0)?, s(1)?, |a, b| a + b),
-        Op::Mul => elementwise::binary(s(0)?, s(1)?, |a, b| a * b),
-        Op::Scale(k) => elementwise::unary(s(0)?, |x| x * k),
-        Op::Silu => elementwise::unary(s(0)?, elementwise::silu),
-        Op::Relu => elementwise::unary(s(0)?, |x| x.max(0.0)),
-        Op::Gelu => elementwise::unary(s(0)?, elementwise::gelu),
+        Op::Add => elementwise::binary(s(0)?, s(1)?, threads, |a, b| a + b),
+        Op::Mul => elementwise::binary(s(0)?, s(1)?, threads, |a, b| a * b),
+        Op::Scale(k) => elementwise::unary(s(0)?, threads, |x| x * k),
+        Op::Silu => elementwise::unary(s(0)?, threads, elementwise::silu),
+        Op::Relu => elementwise::unary(s(0)?, threads, |x| x.max(0.0)),
+        Op::Gelu => elementwise::unary(s(0)?, threads, elementwise::gelu),
         Op::DiagMaskInf { n_past } => elementwise::diag_mask_inf(s(0)?, n_past),
         Op::SoftMax { scale } => softmax::soft_max(s(0)?, src.get(1).copied(), scale),
         Op::Norm { eps } => norm::norm(s(0)?, eps),
