@@ -122,11 +122,6 @@ pub fn for_each_index(ne: [usize; 4], mut f: impl FnMut([usize; 4])) {
     }
 }
 
-/// Calls `f([0, i1, i2, i3])` for every row of shape `ne`, in order.
-pub fn for_each_row(ne: [usize; 4], f: impl FnMut([usize; 4])) {
-    for_each_index([1, ne[1], ne[2], ne[3]], f);
-}
-
 /// Stores `values` (logical order) into `layout` at `offset` in `buffer`.
 pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) -> Result<()> {
     let fits = offset

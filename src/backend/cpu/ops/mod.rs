@@ -42,9 +42,9 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::Relu => elementwise::unary(s(0)?, threads, |x| x.max(0.0)),
         Op::Gelu => elementwise::unary(s(0)?, threads, elementwise::gelu),
         Op::DiagMaskInf { n_past } => elementwise::diag_mask_inf(s(0)?, n_past),
-        Op::SoftMax { scale } => softmax::soft_max(s(0)?, src.get(1).copied(), scale),
-        Op::Norm { eps } => norm::norm(s(0)?, eps),
-        Op::RmsNorm { eps } => norm::rms_norm(s(0)?, eps),
+        Op::SoftMax { scale } => softmax::soft_max(s(0)?, src.get(1).copied(), scale, threads),
+        Op::Norm { eps } => norm::norm(s(0)?, eps, threads),
+        Op::RmsNorm { eps } => norm::rms_norm(s(0)?, eps, threads),
         Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads, settings.quantized_dots),
         Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
         Op::Rope(p) => rope::rope(s(0)?, s(1)?, &p),
@@ -74,4 +74,36 @@ fn parallel_fill(
     out.par_chunks_mut(per_thread * chunk)
         .enumerate()
         .try_for_each(|(t, part)| fill(t * per_thread, part))
+}
+
+/// A row-wise op's result: `f([0, i1, i2, i3], out_row)` fills each row of
+/// `a`'s shape, rows split over up to `threads` workers.
+fn each_row_index(
+    a: Src,
+    threads: usize,
+    f: impl Fn([usize; 4], &mut [f32]) -> Result<()> + Sync,
+) -> Result<Vec<f32>> {
+    let [n0, n1, n2, _] = a.ne();
+    let mut out = vec![0.0f32; a.layout.n_elements()];
+    if n0 == 0 {
+        return Ok(out);
+    }
+    parallel_fill(&mut out, n0, threads, |first, part| {
+        for (r, dst) in part.chunks_exact_mut(n0).enumerate() {
+            let flat = first + r;
+            f([0, flat % n1, flat / n1 % n2, flat / n1 / n2], dst)?;
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Each row of `a`, read as f32 into the result and then transformed in
+/// place by `f`, rows split over up to `threads` workers.
+fn each_row(a: Src, threads: usize, f: impl Fn(&mut [f32]) + Sync) -> Result<Vec<f32>> {
+    each_row_index(a, threads, |[_, i1, i2, i3], row| {
+        a.row_f32(i1, i2, i3, row)?;
+        f(row);
+        Ok(())
+    })
 }
