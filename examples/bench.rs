@@ -1,7 +1,10 @@
 //! Prompt-processing and generation speed, like llama.cpp's `llama-bench`:
 //! `pp N` evaluates N tokens in one batch from an empty context, `tg N`
-//! generates N tokens one at a time; each test runs `-r` times after a
-//! warm-up and reports the mean and standard deviation in tokens per second.
+//! generates N tokens one at a time (a random token each step, its logits
+//! read back, as llama-bench does), `gen N` generates N tokens greedily
+//! through `Model::generate` (pipelined on a GPU: the next step runs while
+//! the token is read back); each test runs `-r` times after a warm-up and
+//! reports the mean and standard deviation in tokens per second.
 //!
 //! ```text
 //! cargo run --release --example bench -- -p 256 -n 32 -r 3
@@ -15,7 +18,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use common::{json_num, json_str, ModelArgs};
-use wginfer::model::Model;
+use wginfer::model::{GenerateOptions, Model};
 use wginfer::rng::Rng;
 
 /// Measure prompt (pp) and generation (tg) speed.
@@ -36,6 +39,10 @@ struct Args {
     /// Print one JSON object instead of a table
     #[arg(long)]
     json: bool,
+    /// Run the gen test one step at a time even on a GPU (logits read back,
+    /// the token picked on the host)
+    #[arg(long)]
+    no_pipelining: bool,
 }
 
 /// Mean and standard deviation of tokens per second over the runs.
@@ -84,6 +91,24 @@ fn tg_once(m: &mut Model, rng: &mut Rng, n: usize, split: &mut [f64; 4]) -> wgin
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// Seconds per `n` tokens of greedy generation after a one-token prompt
+/// (the decode part only, as llama.cpp's eval time).
+fn gen_once(m: &mut Model, rng: &mut Rng, n: usize) -> wginfer::Result<f64> {
+    let prompt = random_tokens(rng, 1, m.config().n_vocab);
+    let opts = GenerateOptions {
+        n_predict: n,
+        temp: 0.0,
+        ignore_eos: true,
+        ..GenerateOptions::default()
+    };
+    let mut gen = m.generate_tokens(prompt, &opts)?;
+    for piece in &mut gen {
+        piece?;
+    }
+    let t = gen.timings();
+    Ok(t.decode_ms / 1e3 * n as f64 / t.decode_tokens.max(1) as f64)
+}
+
 fn run(a: &Args) -> wginfer::Result<()> {
     let n_ctx = (a.n_prompt.max(a.n_gen)).max(1);
     let loaded = a.model.load(n_ctx, a.n_prompt.max(1));
@@ -116,6 +141,15 @@ fn run(a: &Args) -> wginfer::Result<()> {
         }
         tg = Some(speed(a.n_gen, &runs));
     }
+    let mut gen = None;
+    m.set_pipelining(!a.no_pipelining);
+    if a.n_gen > 1 {
+        gen_once(&mut m, &mut rng, a.n_gen.min(8))?;
+        let runs = (0..reps)
+            .map(|_| gen_once(&mut m, &mut rng, a.n_gen))
+            .collect::<wginfer::Result<Vec<_>>>()?;
+        gen = Some(speed(a.n_gen, &runs));
+    }
     let copies = m.last_run();
 
     let us = |v: f64| v * 1e6 / (a.n_gen * reps).max(1) as f64;
@@ -137,7 +171,8 @@ fn run(a: &Args) -> wginfer::Result<()> {
             "{{\"model\": {}, \"backend\": {}, \"adapter\": {}, \"devices\": [{}], \"split_mode\": {}, \
              \"n_gpu_layers\": {}, \"flash_attn\": {}, \"splits\": {}, \"decode_transfers\": {}, \"decode_transfer_bytes\": {}, \
              \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
-             \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"dispatches_per_token\": {}, \
+             \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"gen_tok_s\": {}, \"gen_std\": {}, \
+             \"pipelined\": {}, \"dispatches_per_token\": {}, \
              \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"copies\": {}, \"read\": {}}}}}",
             json_str(&name),
             json_str(&info.kind),
@@ -155,6 +190,9 @@ fn run(a: &Args) -> wginfer::Result<()> {
             sp(pp, |s| s.std),
             sp(tg, |s| s.mean),
             sp(tg, |s| s.std),
+            sp(gen, |s| s.mean),
+            sp(gen, |s| s.std),
+            m.pipelining(),
             pt(0),
             pt(1),
             json_num(us(split[0])),
@@ -168,6 +206,18 @@ fn run(a: &Args) -> wginfer::Result<()> {
         for (test, s) in [
             (format!("pp{}", a.n_prompt), pp),
             (format!("tg{}", a.n_gen), tg),
+            (
+                format!(
+                    "gen{} ({})",
+                    a.n_gen,
+                    if m.pipelining() {
+                        "pipelined"
+                    } else {
+                        "serial"
+                    }
+                ),
+                gen,
+            ),
         ] {
             if let Some(s) = s {
                 println!("| {name} | {test} | {:.2} ± {:.2} |", s.mean, s.std);

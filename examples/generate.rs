@@ -80,6 +80,13 @@ struct Args {
     /// Print one JSON object: prompt_tokens, tokens, text, backend, adapter, timings
     #[arg(long)]
     json: bool,
+    /// Keep generating past end-of-generation tokens
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Greedy decoding one step at a time even on a GPU (logits read back
+    /// each step) instead of pipelined with the token picked on the device
+    #[arg(long)]
+    no_pipelining: bool,
 }
 
 fn run(a: &Args) -> wginfer::Result<()> {
@@ -95,8 +102,10 @@ fn run(a: &Args) -> wginfer::Result<()> {
         min_p: a.min_p,
         seed: a.seed,
         chat: a.chat,
+        ignore_eos: a.ignore_eos,
     };
     let mut model = a.model.load(a.n_ctx, a.n_batch)?;
+    model.set_pipelining(!a.no_pipelining);
     let info = model.backend_info().clone();
     let placement = common::placement_note(&model);
     if a.interactive || a.system.is_some() {

@@ -16,8 +16,8 @@ use fixtures::logits::{kl, read_f32s, reference_top_two, top1_margin};
 use wginfer::backend::cpu::CpuBackend;
 use wginfer::backend::wgpu::AdapterChoice;
 use wginfer::model::{
-    argmax, BackendChoice, Conversation, FlashAttn, GenerateOptions, LoadOptions, Model, SplitMode,
-    StopReason,
+    apply_chat, argmax, BackendChoice, Conversation, FlashAttn, GenerateOptions, LoadOptions,
+    Model, SplitMode, StopReason,
 };
 
 /// Context of the shared model: room for every reference prompt plus its continuation.
@@ -608,6 +608,7 @@ fn seeded_sampling_repeats() {
             min_p: 0.05,
             seed,
             chat: true,
+            ignore_eos: false,
         };
         let mut gen = m.generate("Tell me a story.", &opts).expect("generate");
         let text: String = gen.by_ref().map(|p| p.expect("piece").text).collect();
@@ -888,5 +889,84 @@ fn k_quant_and_q5_models_agree_across_backends() {
             assert!(gpu_nmse <= 1e-4, "{weight_type}: wgpu NMSE {gpu_nmse}");
         }
         let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// Everything a generation reports: tokens, stop reason, the tokens the
+/// cache holds afterwards, and the text.
+type GenerationOutcome = (Vec<u32>, Option<StopReason>, Vec<u32>, String);
+
+fn generate_outcome(m: &mut Model, prompt: Vec<u32>, opts: &GenerateOptions) -> GenerationOutcome {
+    let mut gen = m.generate_tokens(prompt, opts).expect("generate");
+    let mut text = String::new();
+    for piece in &mut gen {
+        text.push_str(&piece.expect("piece").text);
+    }
+    (
+        gen.tokens().to_vec(),
+        gen.stop_reason(),
+        gen.cached_tokens(),
+        text,
+    )
+}
+
+/// Pipelined greedy generation (the token picked by an argmax on the
+/// device, the next step submitted before it is read back) gives exactly
+/// the serial path's tokens, stop reasons and cache contents: at
+/// n_predict, at end of generation (with steps still in flight), at the
+/// end of the context, and in a second turn that reuses the cache.
+#[test]
+fn pipelined_greedy_matches_the_serial_path_on_wgpu() {
+    let Some(mut m) = gpu_model() else { return };
+    assert!(m.pipelining(), "one wgpu split pipelines greedy steps");
+    let greedy = |n_predict| GenerateOptions {
+        n_predict,
+        temp: 0.0,
+        ..GenerateOptions::default()
+    };
+    let chat = |m: &Model, user: &str| {
+        m.tokenize(&apply_chat(m.tokenizer(), user).expect("chat"))
+            .expect("tokenize")
+    };
+    let mut runs: Vec<(String, Vec<u32>, GenerateOptions)> = greedy_refs()
+        .into_iter()
+        .map(|r| (r.name, r.prompt, greedy(GREEDY_STEPS)))
+        .collect();
+    let question = chat(&m, "What is the capital of France?");
+    runs.push(("eog".into(), question.clone(), greedy(64)));
+    runs.push(("one".into(), question.clone(), greedy(1)));
+    runs.push(("none".into(), question.clone(), greedy(0)));
+    let near_end = [
+        question.clone(),
+        vec![question[0]; N_CTX - question.len() - 3],
+    ]
+    .concat();
+    let past_eos = GenerateOptions {
+        ignore_eos: true,
+        ..greedy(16)
+    };
+    runs.push(("context".into(), near_end, past_eos));
+    for (name, prompt, opts) in runs {
+        let mut outcomes = Vec::new();
+        for pipelined in [false, true] {
+            m.set_pipelining(pipelined);
+            assert_eq!(m.pipelining(), pipelined);
+            let first = generate_outcome(&mut m, prompt.clone(), &opts);
+            // A second turn on the cache the first one left.
+            let mut next = first.2.clone();
+            next.extend(chat(&m, "And of Italy?").into_iter().skip(1));
+            next.truncate(N_CTX - 1);
+            let cached = first.2.len();
+            let mut gen = m
+                .generate_after(next, cached, &greedy(8))
+                .expect("second turn");
+            for piece in &mut gen {
+                piece.expect("piece");
+            }
+            outcomes.push((first, gen.tokens().to_vec()));
+        }
+        m.set_pipelining(true);
+        assert_eq!(outcomes[0], outcomes[1], "{name}: serial vs pipelined");
+        eprintln!("{name}: {:?}", outcomes[0].0 .1);
     }
 }

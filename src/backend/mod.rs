@@ -32,6 +32,39 @@ pub struct BufferRead<'a> {
     pub out: &'a mut [u8],
 }
 
+/// A read started by [`Backend::start_read`]: [`PendingRead::finish`]
+/// waits for its bytes.
+pub struct PendingRead(Box<WaitForBytes>);
+
+/// What [`PendingRead::finish`] runs: waits, then fills the slice.
+type WaitForBytes = dyn FnOnce(&mut [u8]) -> Result<()> + Send;
+
+impl PendingRead {
+    /// A read whose bytes `finish` gets by calling `wait`.
+    pub fn new(wait: impl FnOnce(&mut [u8]) -> Result<()> + Send + 'static) -> PendingRead {
+        PendingRead(Box::new(wait))
+    }
+
+    /// A read that is already done.
+    pub fn done(bytes: Vec<u8>) -> PendingRead {
+        PendingRead::new(move |out| {
+            out.copy_from_slice(&bytes);
+            Ok(())
+        })
+    }
+
+    /// Waits for the bytes and copies them into `out` (the length asked for).
+    pub fn finish(self, out: &mut [u8]) -> Result<()> {
+        (self.0)(out)
+    }
+}
+
+impl std::fmt::Debug for PendingRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingRead")
+    }
+}
+
 /// A device that stores tensors and computes graph nodes.
 ///
 /// The trait is object-safe: schedulers hold `Box<dyn Backend>`s.
@@ -70,6 +103,22 @@ pub trait Backend: Send + Sync {
             self.read_buffer(r.buffer, r.offset, r.out)?;
         }
         Ok(())
+    }
+
+    /// Starts reading `len` bytes of `buffer` at `offset` as the work
+    /// submitted so far leaves them. A device with a queue copies them out
+    /// behind that work and returns at once, so the host can submit more
+    /// before [`PendingRead::finish`] waits; the default reads now.
+    fn start_read(&self, buffer: &BufferHandle, offset: usize, len: usize) -> Result<PendingRead> {
+        let mut bytes = vec![0u8; len];
+        self.read_buffer(buffer, offset, &mut bytes)?;
+        Ok(PendingRead::done(bytes))
+    }
+
+    /// Whether [`Backend::compute`] returns once the work is queued rather
+    /// than done (a GPU), so the host may prepare the next step meanwhile.
+    fn queues_work(&self) -> bool {
+        false
     }
 
     /// Whether this backend can compute `node` of `graph` (its op, types and layouts).

@@ -84,8 +84,16 @@ impl<B: Backend + ?Sized> TensorIo for B {
 
     fn read_f32(&self, graph: &Graph, id: TensorId) -> Result<Vec<f32>> {
         let bytes = self.read_bytes(graph, id)?;
+        let dtype = graph.layout(id).dtype;
+        if dtype == crate::DType::I32 {
+            // Indices (argmax results) as values.
+            return Ok(bytes
+                .chunks_exact(4)
+                .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]) as f32)
+                .collect());
+        }
         let mut out = vec![0.0; graph.layout(id).n_elements()];
-        crate::quant::dequantize_row(graph.layout(id).dtype, &bytes, &mut out)?;
+        crate::quant::dequantize_row(dtype, &bytes, &mut out)?;
         Ok(out)
     }
 }

@@ -26,6 +26,19 @@ fn expect_type(g: &Graph, id: TensorId, want: DType, op: &str) -> Result<()> {
     Ok(())
 }
 
+/// The rows of argmax's source: a 2-D f32 tensor of non-empty rows.
+fn argmax_rows(g: &Graph, a: TensorId) -> Result<usize> {
+    g.check_ids(&[a])?;
+    expect_type(g, a, DType::F32, "argmax")?;
+    let ne = g.layout(a).ne;
+    if ne[0] == 0 || ne[2] != 1 || ne[3] != 1 {
+        return Err(Error::shape(format!(
+            "argmax: {ne:?} is not a 2-D tensor of non-empty rows"
+        )));
+    }
+    Ok(ne[1])
+}
+
 impl Graph {
     fn op_node(
         &mut self,
@@ -351,6 +364,33 @@ impl Graph {
             DType::F32,
             [na[1], nb[1], nb[2], nb[3]],
         )
+    }
+
+    /// ggml_argmax: the index of the largest value of each row of the 2-D
+    /// f32 `a` `[n, rows]`, as i32 `[rows]`.
+    pub fn argmax(&mut self, a: TensorId) -> Result<TensorId> {
+        let rows = argmax_rows(self, a)?;
+        self.op_node(Op::Argmax, vec![a], DType::I32, [rows, 1, 1, 1])
+    }
+
+    /// [`Graph::argmax`] written into `dst`, a contiguous i32 tensor of one
+    /// element per row (such as a bound buffer that the next graph reads
+    /// its token from); the result is `dst` after the write.
+    pub fn argmax_into(&mut self, a: TensorId, dst: TensorId) -> Result<TensorId> {
+        self.check_ids(&[dst])?;
+        let rows = argmax_rows(self, a)?;
+        expect_type(self, dst, DType::I32, "argmax destination")?;
+        let ld = *self.layout(dst);
+        if !ld.is_contiguous() || ld.n_elements() != rows {
+            return Err(Error::shape(format!(
+                "argmax: {rows} indices do not fill the destination {:?}",
+                ld.ne
+            )));
+        }
+        let name = format!("argmax-{}", self.len());
+        let id = self.push(name, Op::Argmax, vec![a], ld);
+        self.node_mut(id).view_of = Some((dst, 0));
+        Ok(id)
     }
 
     /// Rows of `a` `[n, m, A2, A3]` picked by i32 `idx` `[r, A2, A3]`; gives f32 `[n, r, A2, A3]`.

@@ -149,6 +149,10 @@ pub enum Op {
         /// Applied to the scores before the mask is added.
         scale: f32,
     },
+    /// ggml_argmax: the index of the largest value of each row of `src[0]`
+    /// (f32 `[n, rows]`) as i32 `[rows]`; the lowest index wins a tie, as
+    /// in the greedy sampler.
+    Argmax,
 }
 
 impl Op {
@@ -175,6 +179,7 @@ impl Op {
             Op::Cpy => "cpy",
             Op::SetRows => "set_rows",
             Op::FlashAttn { .. } => "flash_attn_ext",
+            Op::Argmax => "argmax",
         }
     }
 

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use super::config::ModelConfig;
 use super::kv_cache::KvCache;
-use super::llama_graph::{build, Batch, FlashAttn, Shape, StepGraph, StepInputs};
+use super::llama_graph::{build, Batch, Chain, FlashAttn, Shape, StepGraph, StepInputs};
 use super::weights::Weights;
-use crate::backend::{Backend, Counters};
+use crate::backend::{Backend, BufferHandle, BufferUsage, Counters, PendingRead};
 use crate::sched::{RunStats, Schedule, Scheduler};
 use crate::{Error, Result};
 
@@ -41,6 +41,30 @@ struct Plan {
     last_used: u64,
 }
 
+/// A greedy token on its way back from the device (see [`Evaluator::submit_greedy`]).
+#[derive(Debug)]
+pub struct PendingToken {
+    read: PendingRead,
+    n_vocab: usize,
+}
+
+impl PendingToken {
+    /// Waits for the token.
+    pub fn wait(self) -> Result<u32> {
+        let mut bytes = [0u8; 4];
+        self.read.finish(&mut bytes)?;
+        let id = i32::from_le_bytes(bytes);
+        u32::try_from(id)
+            .ok()
+            .filter(|&t| (t as usize) < self.n_vocab)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "the device picked token {id}, outside the vocabulary"
+                ))
+            })
+    }
+}
+
 /// Builds, schedules and computes batches.
 pub struct Evaluator {
     sched: Scheduler,
@@ -53,6 +77,10 @@ pub struct Evaluator {
     reuse: bool,
     runs: u64,
     plans_built: u64,
+    /// Where chained greedy steps keep their token: a buffer on the one
+    /// backend that runs the whole graph, when that backend queues its work.
+    device_token: Option<BufferHandle>,
+    chaining: bool,
 }
 
 impl std::fmt::Debug for Evaluator {
@@ -90,7 +118,7 @@ impl Evaluator {
             all_logits: false,
         };
         let mut s =
-            sched.schedule(&build(c, w, kv, worst.shape(kv.n_ctx(), flash_attn)?)?.graph)?;
+            sched.schedule(&build(c, w, kv, worst.shape(kv.n_ctx(), flash_attn)?, None)?.graph)?;
         sched.allocate(&mut s)?;
         let per_backend = s.ops_per_backend(sched.backends().len());
         let on: Vec<String> = sched
@@ -102,6 +130,12 @@ impl Evaluator {
             .collect();
         log::info!("graph: {} splits, {}", s.splits().len(), on.join(", "));
         sched.log_placement(&s, log::Level::Debug);
+        let device_token = match s.splits() {
+            [only] if sched.backends()[only.backend].queues_work() => {
+                Some(sched.backends()[only.backend].alloc_buffer(16, BufferUsage::Compute)?)
+            }
+            _ => None,
+        };
         Ok(Evaluator {
             splits: s.splits().len(),
             sched,
@@ -113,7 +147,22 @@ impl Evaluator {
             reuse: true,
             runs: 0,
             plans_built: 0,
+            device_token,
+            chaining: true,
         })
+    }
+
+    /// Whether greedy steps may chain on the device ([`Evaluator::submit_greedy`]):
+    /// the whole graph runs on one backend that queues its work (a GPU),
+    /// and chaining was not turned off.
+    pub fn can_chain(&self) -> bool {
+        self.chaining && self.device_token.is_some()
+    }
+
+    /// Turns chained greedy steps off (every step then reads its logits
+    /// back and the host picks the token) or back on where possible.
+    pub fn set_chaining(&mut self, on: bool) {
+        self.chaining = on;
     }
 
     /// Whether steps reuse the plan of an earlier step of the same shape.
@@ -181,19 +230,7 @@ impl Evaluator {
         n_past: usize,
         all_logits: bool,
     ) -> Result<Vec<f32>> {
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.n_vocab) {
-            return Err(Error::invalid(format!(
-                "token id {bad} is outside the {}-token vocabulary",
-                c.n_vocab
-            )));
-        }
-        if tokens.is_empty() || n_past + tokens.len() > kv.n_ctx() {
-            return Err(Error::invalid(format!(
-                "{} tokens after {n_past} do not fit the {}-position context",
-                tokens.len(),
-                kv.n_ctx()
-            )));
-        }
+        self.check_tokens(c, kv, tokens, n_past)?;
         let mut out = Vec::new();
         let mut pos = n_past;
         for chunk in tokens.chunks(self.n_batch) {
@@ -213,6 +250,30 @@ impl Evaluator {
         Ok(out)
     }
 
+    /// Checks that `tokens` are in the vocabulary and fit the context after `n_past`.
+    fn check_tokens(
+        &self,
+        c: &ModelConfig,
+        kv: &KvCache,
+        tokens: &[u32],
+        n_past: usize,
+    ) -> Result<()> {
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.n_vocab) {
+            return Err(Error::invalid(format!(
+                "token id {bad} is outside the {}-token vocabulary",
+                c.n_vocab
+            )));
+        }
+        if tokens.is_empty() || n_past + tokens.len() > kv.n_ctx() {
+            return Err(Error::invalid(format!(
+                "{} tokens after {n_past} do not fit the {}-position context",
+                tokens.len(),
+                kv.n_ctx()
+            )));
+        }
+        Ok(())
+    }
+
     fn eval_batch(
         &mut self,
         c: &ModelConfig,
@@ -221,13 +282,108 @@ impl Evaluator {
         tokens: &[u32],
         batch: Batch,
     ) -> Result<Vec<f32>> {
+        let at = self.run_batch(c, w, kv, tokens, batch, Chain::Off)?;
         let start = Instant::now();
-        let shape = batch.shape(kv.n_ctx(), self.flash_attn)?;
+        let plan = &self.plans[at];
+        let out = self.sched.read_f32(&plan.schedule, plan.step.logits)?;
+        self.times.read = start.elapsed();
+        Ok(out)
+    }
+
+    /// Evaluates `tokens` at `n_past..` (in batches of at most `n_batch`),
+    /// leaving the last position's greedy pick on the device, and returns
+    /// that token's read without waiting for it: the next
+    /// [`Evaluator::submit_chained`] may be submitted first. Only where
+    /// [`Evaluator::can_chain`].
+    pub fn submit_greedy(
+        &mut self,
+        c: &ModelConfig,
+        w: &Weights,
+        kv: &KvCache,
+        tokens: &[u32],
+        n_past: usize,
+    ) -> Result<PendingToken> {
+        if tokens.is_empty() {
+            return Err(Error::invalid("no tokens to evaluate"));
+        }
+        // The batches before the last one run as `eval` runs them.
+        let head = (tokens.len() - 1) / self.n_batch * self.n_batch;
+        if head > 0 {
+            self.eval(c, w, kv, &tokens[..head], n_past, false)?;
+        }
+        self.check_tokens(c, kv, &tokens[head..], n_past + head)?;
+        let batch = Batch {
+            n_tokens: tokens.len() - head,
+            n_past: n_past + head,
+            all_logits: false,
+        };
+        self.run_batch(c, w, kv, &tokens[head..], batch, Chain::Start)?;
+        self.read_device_token(c)
+    }
+
+    /// Evaluates, at position `n_past`, the token the previous greedy step
+    /// left on the device, leaving this step's pick in its place; returns
+    /// the pick's read without waiting for it.
+    pub fn submit_chained(
+        &mut self,
+        c: &ModelConfig,
+        w: &Weights,
+        kv: &KvCache,
+        n_past: usize,
+    ) -> Result<PendingToken> {
+        let batch = Batch {
+            n_tokens: 1,
+            n_past,
+            all_logits: false,
+        };
+        // The token is on the device; the host's inputs only need its count.
+        self.run_batch(c, w, kv, &[0], batch, Chain::Continue)?;
+        self.read_device_token(c)
+    }
+
+    fn read_device_token(&mut self, c: &ModelConfig) -> Result<PendingToken> {
+        if !self.can_chain() {
+            return Err(Error::invalid("greedy steps cannot chain on this device"));
+        }
+        let buffer = self
+            .device_token
+            .as_ref()
+            .ok_or_else(|| Error::invalid("no device token"))?;
+        let backend = self
+            .sched
+            .backends()
+            .iter()
+            .find(|b| b.owns(buffer))
+            .ok_or_else(|| Error::invalid("the device token's backend is gone"))?;
+        Ok(PendingToken {
+            read: backend.start_read(buffer, 0, 4)?,
+            n_vocab: c.n_vocab,
+        })
+    }
+
+    /// Builds (or reuses) the plan of `batch` with `chain`, writes its
+    /// inputs and runs it; returns the plan's index.
+    fn run_batch(
+        &mut self,
+        c: &ModelConfig,
+        w: &Weights,
+        kv: &KvCache,
+        tokens: &[u32],
+        batch: Batch,
+        chain: Chain,
+    ) -> Result<usize> {
+        let start = Instant::now();
+        let shape = Shape {
+            chain,
+            ..batch.shape(kv.n_ctx(), self.flash_attn)?
+        };
         let at = self.plan(c, w, kv, shape)?;
         let plan = &self.plans[at];
         let (step, s) = (&plan.step, &plan.schedule);
         let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv(), c.n_swa);
-        self.sched.write_i32(s, step.tokens, &inputs.tokens)?;
+        if chain != Chain::Continue {
+            self.sched.write_i32(s, step.tokens, &inputs.tokens)?;
+        }
         self.sched.write_i32(s, step.positions, &inputs.positions)?;
         self.sched.write_f32(s, step.kq_mask, &inputs.kq_mask)?;
         if let (Some(id), Some(mask)) = (step.kq_mask_swa, &inputs.kq_mask_swa) {
@@ -236,14 +392,12 @@ impl Evaluator {
         self.sched.write_i32(s, step.v_rows, &inputs.v_rows)?;
         let prepared = Instant::now();
         self.last = self.sched.compute(s)?;
-        let ran = Instant::now();
-        let out = self.sched.read_f32(s, step.logits)?;
         self.times = StepTimes {
             prepare: prepared - start,
-            run: ran - prepared,
-            read: ran.elapsed(),
+            run: prepared.elapsed(),
+            read: Duration::ZERO,
         };
-        Ok(out)
+        Ok(at)
     }
 
     /// The index of the plan for `shape`, built (evicting the least
@@ -257,7 +411,7 @@ impl Evaluator {
             self.plans[i].last_used = self.runs;
             return Ok(i);
         }
-        let step = build(c, w, kv, shape)?;
+        let step = build(c, w, kv, shape, self.device_token.as_ref())?;
         let mut schedule = self.sched.schedule(&step.graph)?;
         let arenas = self.sched.arena_bytes();
         self.sched.allocate(&mut schedule)?;

@@ -1,11 +1,12 @@
 //! Text generation: the prompt in batches, then one token per step, streamed
 //! as decoded text pieces, with llama.cpp-style timings.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::chat::apply_chat;
 use super::config::ModelConfig;
-use super::eval::Evaluator;
+use super::eval::{Evaluator, PendingToken};
 use super::kv_cache::KvCache;
 use super::load::Model;
 use super::sampler::{Sampler, SamplerOptions};
@@ -30,6 +31,9 @@ pub struct GenerateOptions {
     pub seed: u64,
     /// Wrap the prompt in the model's chat format as one user turn (ChatML).
     pub chat: bool,
+    /// Keep generating past end-of-generation tokens (llama.cpp's
+    /// `--ignore-eos`), for benchmarks.
+    pub ignore_eos: bool,
 }
 
 impl Default for GenerateOptions {
@@ -43,6 +47,7 @@ impl Default for GenerateOptions {
             min_p: s.min_p,
             seed: s.seed,
             chat: false,
+            ignore_eos: false,
         }
     }
 }
@@ -146,6 +151,13 @@ pub struct Generation<'a> {
     pending: Option<u32>,
     /// Yielded, not yet in the cache.
     to_eval: Option<u32>,
+    /// Greedy steps chained on the device (see [`Evaluator::submit_greedy`]):
+    /// their tokens, oldest first, read back while later steps run.
+    in_flight: Option<VecDeque<PendingToken>>,
+    /// Chained decode steps submitted: step `j` evaluates generated token
+    /// `j` at position `prompt + j`.
+    submitted: usize,
+    ignore_eos: bool,
     stop: Option<StopReason>,
     flushed: bool,
     timings: Timings,
@@ -200,15 +212,16 @@ impl Model {
         }
         let mut sampler = Sampler::new(opts.sampler())?;
         let start = Instant::now();
-        let logits = self.eval.eval(
-            &self.config,
-            &self.weights,
-            &self.kv,
-            &prompt[cached..],
-            cached,
-            false,
-        )?;
-        let first = sampler.sample(&logits)?;
+        let chained = opts.temp <= 0.0 && self.eval.can_chain();
+        let (c, w, kv) = (&self.config, &self.weights, &self.kv);
+        let first = if chained {
+            self.eval
+                .submit_greedy(c, w, kv, &prompt[cached..], cached)?
+                .wait()?
+        } else {
+            let logits = self.eval.eval(c, w, kv, &prompt[cached..], cached, false)?;
+            sampler.sample(&logits)?
+        };
         let timings = Timings {
             load_ms: self.load_ms(),
             prompt_ms: start.elapsed().as_secs_f64() * 1e3,
@@ -229,6 +242,9 @@ impl Model {
             tokens: Vec::new(),
             pending: Some(first),
             to_eval: None,
+            in_flight: chained.then(VecDeque::new),
+            submitted: 0,
+            ignore_eos: opts.ignore_eos,
             stop: None,
             flushed: false,
             timings,
@@ -297,21 +313,68 @@ impl Generation<'_> {
     }
 }
 
+/// Chained steps kept in flight: the host records and submits one while the
+/// device runs the one before.
+const PIPELINE_DEPTH: usize = 2;
+
+impl Generation<'_> {
+    /// Chained mode: submits steps until [`PIPELINE_DEPTH`] are in flight
+    /// (none that could only give a token past `n_predict` or the context),
+    /// then waits for the oldest one's token.
+    fn advance_chained(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let prompt = self.prompt.len();
+        let Some(in_flight) = self.in_flight.as_mut() else {
+            return Err(Error::invalid("generation is not chained"));
+        };
+        while in_flight.len() < PIPELINE_DEPTH
+            && self.submitted + 1 < self.n_predict
+            && prompt + self.submitted < self.kv.n_ctx()
+        {
+            let n_past = prompt + self.submitted;
+            in_flight.push_back(self.eval.submit_chained(
+                self.config,
+                self.weights,
+                self.kv,
+                n_past,
+            )?);
+            self.submitted += 1;
+        }
+        match in_flight.pop_front() {
+            Some(token) => {
+                self.pending = Some(token.wait()?);
+                // Its step evaluated the last token yielded.
+                self.n_past = prompt + self.tokens.len();
+                self.timings.decode_tokens += 1;
+            }
+            None if prompt + self.submitted >= self.kv.n_ctx() => {
+                self.stop = Some(StopReason::ContextFull)
+            }
+            None => self.stop = Some(StopReason::MaxTokens),
+        }
+        self.timings.decode_ms += start.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+}
+
 impl Iterator for Generation<'_> {
     type Item = Result<Piece>;
 
     fn next(&mut self) -> Option<Result<Piece>> {
         if self.stop.is_none() {
-            if let Some(t) = self.to_eval.take() {
-                if let Err(e) = self.advance(t) {
-                    self.stop = Some(StopReason::Error);
-                    return Some(Err(e));
-                }
+            let advanced = match (self.to_eval.take(), self.in_flight.is_some()) {
+                (Some(_), true) => self.advance_chained(),
+                (Some(t), false) => self.advance(t),
+                (None, _) => Ok(()),
+            };
+            if let Err(e) = advanced {
+                self.stop = Some(StopReason::Error);
+                return Some(Err(e));
             }
         }
         if self.stop.is_none() {
             match self.pending.take() {
-                Some(t) if self.tokenizer.is_eog(t) => {
+                Some(t) if self.tokenizer.is_eog(t) && !self.ignore_eos => {
                     self.stop = Some(StopReason::EndOfGeneration(t))
                 }
                 Some(_) if self.tokens.len() >= self.n_predict => {

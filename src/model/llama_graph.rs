@@ -13,7 +13,8 @@
 use super::config::{Activation, ModelConfig};
 use super::kv_cache::KvCache;
 use super::weights::Weights;
-use crate::graph::{Graph, TensorId};
+use crate::backend::BufferHandle;
+use crate::graph::{Graph, TensorData, TensorId};
 use crate::{DType, Error, Result};
 
 /// What one evaluation computes.
@@ -70,6 +71,22 @@ impl FlashAttn {
     }
 }
 
+/// Where a step's token comes from, and whether its greedy pick stays on
+/// the device for the next step (pipelined greedy decoding: the host
+/// submits step N+1 before it has read step N's token).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Chain {
+    /// Token ids written by the host; the host reads the logits.
+    #[default]
+    Off,
+    /// Token ids written by the host; the last position's argmax is also
+    /// written to the device token.
+    Start,
+    /// One token, the device token (the previous step's argmax), which
+    /// this step's argmax then replaces.
+    Continue,
+}
+
 /// What a graph is built for: batches of one shape share one graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Shape {
@@ -81,6 +98,8 @@ pub struct Shape {
     pub all_logits: bool,
     /// Attention as one [`crate::graph::Op::FlashAttn`].
     pub flash_attn: bool,
+    /// Where the token comes from; the greedy pick left on the device.
+    pub chain: Chain,
 }
 
 impl Batch {
@@ -102,6 +121,7 @@ impl Batch {
             n_kv: end.div_ceil(KV_PAD).saturating_mul(KV_PAD).min(n_ctx),
             all_logits: self.all_logits,
             flash_attn: flash_attn.used_for(self.n_tokens),
+            chain: Chain::Off,
         })
     }
 }
@@ -128,6 +148,22 @@ pub struct StepGraph {
     pub v_rows: TensorId,
     /// f32 logits `[n_vocab, n_tokens]` or `[n_vocab, 1]`.
     pub logits: TensorId,
+}
+
+/// The i32 token a chained step leaves on the device (see [`Chain`]),
+/// as a graph input bound to `device_token`.
+fn device_token_input(g: &mut Graph, device_token: Option<&BufferHandle>) -> Result<TensorId> {
+    let buffer =
+        device_token.ok_or_else(|| Error::invalid("a chained step needs a device token buffer"))?;
+    let t = g.input("device_token", DType::I32, &[1])?;
+    g.bind(
+        t,
+        TensorData {
+            buffer: buffer.clone(),
+            offset: 0,
+        },
+    )?;
+    Ok(t)
 }
 
 /// The values of a step graph's inputs for one batch.
@@ -326,18 +362,31 @@ fn products(
     Ok(out)
 }
 
-/// Builds the graph of batches of `shape`.
-pub fn build(c: &ModelConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result<StepGraph> {
+/// Builds the graph of batches of `shape`; a chained shape reads and
+/// writes its token in `device_token` (4 bytes or more).
+pub fn build(
+    c: &ModelConfig,
+    w: &Weights,
+    kv: &KvCache,
+    shape: Shape,
+    device_token: Option<&BufferHandle>,
+) -> Result<StepGraph> {
     let Shape {
         n_tokens: n,
         n_kv,
         all_logits,
         flash_attn,
+        chain,
     } = shape;
     if n == 0 || n > n_kv || n_kv > kv.n_ctx() {
         return Err(Error::invalid(format!(
             "a graph of {n} tokens over {n_kv} of {} cache positions",
             kv.n_ctx()
+        )));
+    }
+    if chain != Chain::Off && all_logits || chain == Chain::Continue && n != 1 {
+        return Err(Error::invalid(format!(
+            "a chained graph ({chain:?}) of {n} tokens with all logits: {all_logits}"
         )));
     }
     let (hd, n_head, n_head_kv) = (c.head_dim, c.n_head, c.n_head_kv);
@@ -346,7 +395,10 @@ pub fn build(c: &ModelConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
     let es = kv.dtype().block_bytes();
 
     let mut g = Graph::new();
-    let tokens = g.input("inp_tokens", DType::I32, &[n])?;
+    let tokens = match chain {
+        Chain::Continue => device_token_input(&mut g, device_token)?,
+        Chain::Off | Chain::Start => g.input("inp_tokens", DType::I32, &[n])?,
+    };
     let positions = g.input("inp_pos", DType::I32, &[n])?;
     let kq_mask = g.input("KQ_mask", DType::F32, &[n_kv, n])?;
     let kq_mask_swa = match c.n_swa {
@@ -486,6 +538,16 @@ pub fn build(c: &ModelConfig, w: &Weights, kv: &KvCache, shape: Shape) -> Result
     };
     g.set_name(logits, "result_output")?;
     g.set_output(logits)?;
+    match chain {
+        Chain::Off => {}
+        Chain::Start => {
+            let next = device_token_input(&mut g, device_token)?;
+            g.argmax_into(logits, next)?;
+        }
+        Chain::Continue => {
+            g.argmax_into(logits, tokens)?;
+        }
+    }
     Ok(StepGraph {
         graph: g,
         shape,

@@ -409,6 +409,20 @@ impl Model {
         self.eval.set_plan_reuse(reuse);
     }
 
+    /// Whether greedy generation pipelines its steps (the default where the
+    /// whole model runs on one GPU): each step's token is picked by an
+    /// argmax on the device and read back while the next step already
+    /// runs. Off, every step reads its logits back and the host picks the
+    /// token (the same tokens, one step at a time).
+    pub fn set_pipelining(&mut self, on: bool) {
+        self.eval.set_chaining(on);
+    }
+
+    /// Whether greedy generation is pipelined (see [`Model::set_pipelining`]).
+    pub fn pipelining(&self) -> bool {
+        self.eval.can_chain()
+    }
+
     /// Graphs built (scheduled and allocated) so far: one per shape while
     /// plans are reused.
     pub fn plans_built(&self) -> u64 {

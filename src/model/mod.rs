@@ -81,10 +81,10 @@ pub use chat::{
 pub use config::{Activation, Family, ModelConfig, SUPPORTED_ARCHITECTURES};
 pub use conversation::Conversation;
 pub use devices::{BackendChoice, BackendInfo};
-pub use eval::{Evaluator, StepTimes};
+pub use eval::{Evaluator, PendingToken, StepTimes};
 pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};
 pub use kv_cache::{KvCache, LayerCache};
-pub use llama_graph::FlashAttn;
+pub use llama_graph::{Chain, FlashAttn};
 pub use load::{LoadOptions, Model, Progress, DEFAULT_N_BATCH, DEFAULT_N_CTX};
 pub use perplexity::Perplexity;
 pub use placement::{GpuSplit, Home, LayerPlacement, SplitMode};

@@ -51,13 +51,7 @@ impl std::fmt::Debug for RngState {
 
 /// Index of the largest value; the lowest index wins a tie (as llama.cpp).
 pub fn argmax(logits: &[f32]) -> Option<usize> {
-    let mut best: Option<(usize, f32)> = None;
-    for (i, &v) in logits.iter().enumerate() {
-        if best.is_none_or(|(_, b)| v > b) {
-            best = Some((i, v));
-        }
-    }
-    best.map(|(i, _)| i)
+    crate::backend::cpu::row_argmax(logits)
 }
 
 impl Sampler {

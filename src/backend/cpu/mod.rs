@@ -7,6 +7,7 @@
 mod ops;
 mod strided;
 
+pub use ops::argmax::row_argmax;
 pub use strided::Src;
 
 use std::any::Any;

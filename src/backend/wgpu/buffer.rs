@@ -2,10 +2,10 @@
 //! chunks, downloads through a reusable MAP_READ staging buffer.
 
 use std::any::Any;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::Device;
-use crate::backend::{check_range, BackendBuffer, BufferUsage};
+use crate::backend::{check_range, BackendBuffer, BufferUsage, PendingRead};
 use crate::{Error, Result};
 
 /// wgpu copies move whole 4-byte words.
@@ -42,9 +42,14 @@ impl BackendBuffer for WgpuBuffer {
     }
 }
 
+/// Bytes of each small readback buffer [`Transfers::start_read`] keeps.
+const SMALL_READ: usize = 256;
+
 /// The host side of transfers for one device.
 pub struct Transfers {
     staging: Mutex<Option<wgpu::Buffer>>,
+    /// Small MAP_READ buffers for reads in flight, returned when finished.
+    small: Arc<Mutex<Vec<wgpu::Buffer>>>,
 }
 
 fn round_up(n: usize, to: usize) -> usize {
@@ -55,6 +60,7 @@ impl Transfers {
     pub fn new() -> Transfers {
         Transfers {
             staging: Mutex::new(None),
+            small: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -144,6 +150,85 @@ impl Transfers {
         self.read_padded(dev, buf, start, &mut words)?;
         out.copy_from_slice(&words[offset - start..offset - start + out.len()]);
         Ok(())
+    }
+
+    /// Copies at most [`SMALL_READ`] bytes at `offset` into a readback buffer
+    /// of their own behind the work submitted so far, without waiting: the
+    /// returned read waits for that copy only, not for work submitted after
+    /// it (a token read back while the next step runs).
+    pub fn start_read(
+        &self,
+        dev: &Device,
+        buf: &WgpuBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<PendingRead> {
+        check_range(dev.name(), buf.size, offset, len)?;
+        let start = offset / WORD * WORD;
+        let size = round_up(offset + len, WORD) - start;
+        if size > SMALL_READ {
+            let mut bytes = vec![0u8; len];
+            self.read(dev, buf, offset, &mut bytes)?;
+            return Ok(PendingRead::done(bytes));
+        }
+        let pooled = self
+            .small
+            .lock()
+            .map_err(|_| dev.error("readback pool lock poisoned"))?
+            .pop();
+        let stage = match pooled {
+            Some(stage) => stage,
+            None => dev.catch(|| {
+                dev.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wginfer small readback"),
+                    size: SMALL_READ as u64,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?,
+        };
+        let mut encoder = dev.gpu.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&buf.buffer, start as u64, &stage, 0, size as u64);
+        let submission = dev.gpu.queue.submit([encoder.finish()]);
+        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
+        stage
+            .slice(..size as u64)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        let device = dev.gpu.device.clone();
+        let name = dev.name().to_string();
+        let pool = Arc::clone(&self.small);
+        let skip = offset - start;
+        Ok(PendingRead::new(move |out| {
+            let error = |msg: String| Error::Backend {
+                backend: name.clone(),
+                msg,
+            };
+            device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: Some(submission),
+                    timeout: None,
+                })
+                .map_err(|e| error(format!("waiting for a readback failed: {e}")))?;
+            match pollster::block_on(rx.receive()) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Err(error(format!("mapping a readback failed: {e}"))),
+                None => return Err(error("a readback mapping was dropped".into())),
+            }
+            {
+                let view = stage
+                    .slice(..size as u64)
+                    .get_mapped_range()
+                    .map_err(|e| error(format!("reading a readback failed: {e}")))?;
+                out.copy_from_slice(&view[skip..skip + out.len()]);
+            }
+            stage.unmap();
+            if let Ok(mut pool) = pool.lock() {
+                pool.push(stage);
+            }
+            Ok(())
+        }))
     }
 
     /// Reads several ranges with one submit and one wait: each word-aligned

@@ -21,7 +21,7 @@ pub use plan::DispatchStats;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Backend, BufferHandle, BufferRead, BufferUsage, Counters};
+use super::{Backend, BufferHandle, BufferRead, BufferUsage, Counters, PendingRead};
 use crate::graph::{Graph, TensorId};
 use crate::{Error, Result};
 use gpu::Gpu;
@@ -330,6 +330,15 @@ impl Backend for WgpuBackend {
             own.push((self.buffer(r.buffer)?, r.offset, &mut *r.out));
         }
         self.transfers.read_many(&self.dev, &mut own)
+    }
+
+    fn start_read(&self, buffer: &BufferHandle, offset: usize, len: usize) -> Result<PendingRead> {
+        self.transfers
+            .start_read(&self.dev, self.buffer(buffer)?, offset, len)
+    }
+
+    fn queues_work(&self) -> bool {
+        true
     }
 
     fn supports_op(&self, graph: &Graph, node: TensorId) -> bool {

@@ -1,6 +1,7 @@
 //! The cases, by op family, ported from llama.cpp's test-backend-ops for the
 //! types wginfer supports (see refs/backend_ops_cases.md).
 
+mod argmax;
 mod elementwise;
 mod flash_attn;
 mod fused;
@@ -32,6 +33,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
         mul_mat::cases,
         fused::cases,
         flash_attn::cases,
+        argmax::cases,
     ] {
         all.extend(family()?);
     }

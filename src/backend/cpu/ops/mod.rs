@@ -1,5 +1,6 @@
 //! One function per op; each returns the node's values in logical order.
 
+pub(crate) mod argmax;
 mod elementwise;
 mod flash_attn;
 mod get_rows;
@@ -53,6 +54,7 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::FlashAttn { scale } => {
             flash_attn::flash_attn(s(0)?, s(1)?, s(2)?, src.get(3).copied(), scale, threads)
         }
+        Op::Argmax => argmax::argmax(s(0)?),
     }
 }
 

@@ -58,7 +58,8 @@ fn unary_defs(op: Op) -> Option<(&'static str, &'static str, u32)> {
         | Op::GetRows
         | Op::Rope(_)
         | Op::SetRows
-        | Op::FlashAttn { .. } => return None,
+        | Op::FlashAttn { .. }
+        | Op::Argmax => return None,
     })
 }
 
@@ -84,7 +85,8 @@ fn binary_defs(op: Op) -> Option<(&'static str, &'static str)> {
         | Op::GetRows
         | Op::Rope(_)
         | Op::SetRows
-        | Op::FlashAttn { .. } => return None,
+        | Op::FlashAttn { .. }
+        | Op::Argmax => return None,
     })
 }
 

@@ -1,6 +1,7 @@
 //! One module per op family: support checks, kernel choice, parameters and
 //! dispatch sizes. Each returns the dispatches a node needs (none for views).
 
+mod argmax;
 mod elementwise;
 mod flash_attn;
 mod fuse;
@@ -46,6 +47,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         Op::Rope(_) => rope::supports(graph, id),
         Op::SetRows => set_rows::supports(graph, id),
         Op::FlashAttn { .. } => flash_attn::supports(graph, id),
+        Op::Argmax => argmax::supports(graph, id),
     }
 }
 
@@ -167,6 +169,7 @@ pub fn encode(
         Op::Rope(_) => rope::encode(&enc),
         Op::SetRows => set_rows::encode(&enc),
         Op::FlashAttn { .. } => flash_attn::encode(&enc),
+        Op::Argmax => argmax::encode(&enc),
     }
 }
 
