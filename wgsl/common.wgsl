@@ -1,6 +1,7 @@
 // Shared by every kernel. `Params` mirrors src/backend/wgpu/params.rs: the
 // sources `a`, `b` and the destination `d` as shape, byte strides and byte
-// offset, then eight op-specific words in `x` and `y` (f32 values as bits).
+// offset, then twelve op-specific words in `x`, `y` and `z` (f32 values as
+// bits).
 
 struct TensorP {
     ne: vec4<u32>,
@@ -17,6 +18,7 @@ struct Params {
     d: TensorP,
     x: vec4<u32>,
     y: vec4<u32>,
+    z: vec4<u32>,
 }
 
 // The four indices of flat element `flat` in shape `ne`, dimension 0 fastest.

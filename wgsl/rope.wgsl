@@ -5,9 +5,11 @@
 // theta_scale, this computes pos * base^(-i0/n_dims) per pair as the
 // reference does. The YaRN corr dims and magnitude scale come from the host.
 // p.x: n_dims, neox, freq_base, freq_scale; p.y: ext_factor, mscale, corr dims.
-// The encoder defines `dst_addr(i)`, where element i of the result goes:
-// addressed by d's strides, or (fused with set_rows) with the token index
-// i.z replaced by the cache row the token's position names.
+// The encoder defines `store_out(i, v)`, which stores element i of the
+// result: where d's strides put it, or (fused with set_rows) with the token
+// index i.z replaced by the cache row the token's position names; and
+// `rotated(row)`, false for rows that pass through unrotated (the V heads
+// of the fused q/k rope and K/V store).
 
 fn yarn_theta(theta_extrap: f32, i0: u32) -> f32 {
     let theta_interp = bitcast<f32>(p.x.w) * theta_extrap;
@@ -38,10 +40,17 @@ fn main(ids: Ids) {
     let row = vec4<u32>(0u, r.x, r.y, r.z);
     if (k >= half) {
         let at = row + vec4<u32>(k + half, 0u, 0u, 0u);
-        store_d(dst_addr(at), load_a(addr(p.a, at)));
+        store_out(at, load_a(addr(p.a, at)));
         return;
     }
     let i0 = 2u * k;
+    if (!rotated(row)) {
+        for (var j = i0; j < i0 + 2u; j++) {
+            let at = row + vec4<u32>(j, 0u, 0u, 0u);
+            store_out(at, load_a(addr(p.a, at)));
+        }
+        return;
+    }
     let pos = load_b(addr(p.b, vec4<u32>(r.y, 0u, 0u, 0u)));
     let theta = yarn_theta(pos * pow(bitcast<f32>(p.x.z), -f32(i0) / f32(n_dims)), i0);
     let mscale = bitcast<f32>(p.y.y);
@@ -54,6 +63,6 @@ fn main(ids: Ids) {
     let a1 = row + vec4<u32>(j1, 0u, 0u, 0u);
     let x0 = load_a(addr(p.a, a0));
     let x1 = load_a(addr(p.a, a1));
-    store_d(dst_addr(a0), x0 * c - x1 * s);
-    store_d(dst_addr(a1), x0 * s + x1 * c);
+    store_out(a0, x0 * c - x1 * s);
+    store_out(a1, x0 * s + x1 * c);
 }

@@ -433,4 +433,15 @@ impl Graph {
         }
         self.op_node(Op::Rope(p), vec![a, pos], t, na)
     }
+
+    /// [`Graph::rope`] written over `a` itself (ggml_rope_inplace): the
+    /// result is `a`'s bytes after the rotation.
+    pub fn rope_inplace(&mut self, a: TensorId, pos: TensorId, p: RopeParams) -> Result<TensorId> {
+        let id = self.rope(a, pos, p)?;
+        let layout = *self.layout(a);
+        let node = self.node_mut(id);
+        node.layout = layout;
+        node.view_of = Some((a, 0));
+        Ok(id)
+    }
 }

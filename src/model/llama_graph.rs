@@ -445,7 +445,9 @@ pub fn build(
             k = norm(&mut g, k, il, "attn_k_norm")?;
         }
         let rope = c.rope_of_layer(il);
-        let q = g.rope(q, positions, rope)?;
+        // q in place, so q, K and V stay side by side in the projection's
+        // result for the dispatch that ropes q and k and stores K and V.
+        let q = g.rope_inplace(q, positions, rope)?;
         let k = g.rope(k, positions, rope)?;
         let mask = match kq_mask_swa {
             Some(swa) if c.is_swa_layer(il) => swa,

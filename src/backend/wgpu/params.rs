@@ -43,7 +43,7 @@ impl TensorParams {
 }
 
 /// Everything one dispatch needs: up to two sources, the destination and
-/// eight op-specific words (f32 values travel as their bits).
+/// twelve op-specific words (f32 values travel as their bits).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct Params {
@@ -57,9 +57,11 @@ pub struct Params {
     pub x: [u32; 4],
     /// More op-specific words.
     pub y: [u32; 4],
+    /// Words of fused kernels that need more than `x` and `y`.
+    pub z: [u32; 4],
 }
 
 /// Size of [`Params`] in bytes.
 pub const PARAMS_SIZE: u32 = std::mem::size_of::<Params>() as u32;
 
-const _: () = assert!(std::mem::size_of::<Params>() == 176);
+const _: () = assert!(std::mem::size_of::<Params>() == 192);

@@ -5,7 +5,7 @@
 //! not be fused away.
 
 use crate::graph::{RopeMode, RopeParams};
-use crate::parity::{Case, CaseBuilder, NMSE_DEFAULT, NMSE_MUL_MAT, NMSE_SOFT_MAX};
+use crate::parity::{Case, CaseBuilder, Fill, NMSE_DEFAULT, NMSE_MUL_MAT, NMSE_SOFT_MAX};
 use crate::{DType, Result};
 
 pub fn cases() -> Result<Vec<Case>> {
@@ -230,5 +230,79 @@ pub fn cases() -> Result<Vec<Case>> {
             cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
         }
     }
+    rope_kv_store_cases(&mut cases)?;
     Ok(cases)
+}
+
+/// What a [`rope_kv_store_cases`] case reads back.
+#[derive(Clone, Copy, Debug)]
+enum KvStoreOut {
+    /// The projection's result, q roped in place.
+    Q,
+    KCache,
+    VCache,
+}
+
+/// The q/k/v projection's result roped and stored as a llama layer does:
+/// q roped in place, k roped into its cache rows, v into the transposed V
+/// cache at its indices; the wgpu backend runs all four nodes as one
+/// dispatch. Each case reads back one of the three results; one variant
+/// gives k a second reader, which keeps the nodes apart.
+fn rope_kv_store_cases(cases: &mut Vec<Case>) -> Result<()> {
+    let shapes = [
+        // (head_dim, n_dims, n_head, n_head_kv, n_tokens, mode, cache type)
+        (64, 64, 9, 3, 1, RopeMode::Neox, DType::F16),
+        (128, 64, 4, 1, 5, RopeMode::Normal, DType::F16),
+        (32, 32, 2, 2, 3, RopeMode::Neox, DType::F32),
+    ];
+    for (hd, n_dims, n_head, n_head_kv, n, mode, cache_type) in shapes {
+        for out_kind in [KvStoreOut::Q, KvStoreOut::KCache, KvStoreOut::VCache] {
+            for read_twice in [false, true] {
+                let n_ctx = 16;
+                let (n_q, n_kv) = (hd * n_head, hd * n_head_kv);
+                let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+                let all = b.uniform(DType::F32, &[n_q + 2 * n_kv, n], -2.0, 2.0)?;
+                let row = b.g.layout(all).nb[1];
+                let q = b.g.view(all, &[hd, n_head, n], &[hd * 4, row], 0)?;
+                let k =
+                    b.g.view(all, &[hd, n_head_kv, n], &[hd * 4, row], n_q * 4)?;
+                let v = b.g.view(all, &[n_kv, n], &[row], (n_q + n_kv) * 4)?;
+                let pos = b.distinct_indices(n, n_ctx)?;
+                let positions: Vec<i32> = match b.inputs.last() {
+                    Some((_, Fill::I32(p))) => p.clone(),
+                    _ => unreachable!("distinct_indices fills i32"),
+                };
+                let k_cache = b.uniform(cache_type, &[n_kv, n_ctx], -1.0, 1.0)?;
+                let v_cache = b.uniform(cache_type, &[n_ctx, n_kv], -1.0, 1.0)?;
+                let v_rows = b.g.input("v_rows", DType::I32, &[n_kv * n])?;
+                let rows = positions
+                    .iter()
+                    .flat_map(|&p| (0..n_kv).map(move |c| (c * n_ctx) as i32 + p))
+                    .collect();
+                b.inputs.push((v_rows, Fill::I32(rows)));
+                let params = RopeParams::new(mode, n_dims, 10000.0);
+                b.g.rope_inplace(q, pos, params)?;
+                let k_roped = b.g.rope(k, pos, params)?;
+                let k_stored = b.g.set_rows(k_cache, k_roped, pos)?;
+                let v_flat = b.g.reshape(v_cache, &[1, n_ctx * n_kv])?;
+                let v_stored = b.g.set_rows(v_flat, v, v_rows)?;
+                if read_twice {
+                    // A second reader of k's rope, after the stores.
+                    b.g.scale(k_roped, 0.5)?;
+                }
+                let out = match out_kind {
+                    // q is strided: read the whole projection it was roped in.
+                    KvStoreOut::Q => all,
+                    KvStoreOut::KCache => k_stored,
+                    KvStoreOut::VCache => v_stored,
+                };
+                let twice = if read_twice { ",read_twice" } else { "" };
+                let name = format!(
+                    "ROPE_KV_STORE(hd={hd},n_dims={n_dims},heads={n_head}/{n_head_kv},n={n},mode={mode:?},type_cache={cache_type},out={out_kind:?}{twice})"
+                );
+                cases.push(b.case("fused", name, out, NMSE_DEFAULT));
+            }
+        }
+    }
+    Ok(())
 }

@@ -110,6 +110,13 @@ pub fn encode_all(
                 continue;
             }
         }
+        if let (true, Some(k), Some(set_k), Some(set_v)) = (dev.fuse, next, after, third) {
+            if rope::kv_store_fits(dev, graph, [id, k, set_k, set_v]) && readers_of(k) == 1 {
+                out.extend(rope::encode_kv_store(&encoder(set_v), id, k, set_k)?);
+                fused_away = [Some(k), Some(set_k), Some(set_v)];
+                continue;
+            }
+        }
         if let (true, Some(mm)) = (dev.fuse && dev.fold_activations, next) {
             if fuse::softmax_into_mat_vec(dev, graph, id, mm, &mut readers_of) {
                 out.extend(mul_mat::encode_softmaxed(&encoder(mm), id)?);
