@@ -52,6 +52,31 @@ pub struct Gpu {
     pub features: wgpu::Features,
     /// The adapter's own limits, requested in full.
     pub limits: wgpu::Limits,
+    /// Whether 16x16x16 cooperative matrices with f16 inputs and f32
+    /// accumulators are listed by the adapter and enabled (with f16 shaders
+    /// and a fixed subgroup size of 32, which the tiled kernel lays out for).
+    pub coop_f16: bool,
+}
+
+/// Whether the adapter lists a 16x16x16 f16 x f16 + f32 cooperative
+/// matrix (a shape it does not list may compile and compute garbage) and
+/// has what the cooperative tiled kernel needs besides; `WGINFER_COOP=0`
+/// turns it off.
+fn coop_f16_usable(adapter: &wgpu::Adapter, summary: &AdapterSummary) -> bool {
+    use wgpu::CooperativeScalarType as T;
+    if std::env::var("WGINFER_COOP").is_ok_and(|v| v == "0") {
+        return false;
+    }
+    let needed = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+        | wgpu::Features::SHADER_F16
+        | wgpu::Features::SUBGROUP;
+    adapter.features().contains(needed)
+        && summary.subgroup_sizes == Some((32, 32))
+        && adapter.cooperative_matrix_properties().iter().any(|p| {
+            (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+                && p.ab_type == T::F16
+                && p.cr_type == T::F32
+        })
 }
 
 /// The features wginfer uses when an adapter has them.
@@ -203,13 +228,22 @@ impl Gpu {
     pub fn open(choice: &AdapterChoice) -> Result<Gpu> {
         let (index, adapter) = choose(adapters(), choice)?;
         let summary = summarize(index, &adapter);
-        let features = adapter.features() & WANTED;
+        let coop_f16 = coop_f16_usable(&adapter, &summary);
+        let mut features = adapter.features() & WANTED;
+        let mut experimental = wgpu::ExperimentalFeatures::disabled();
+        if coop_f16 {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // SAFETY: only the cooperative-matrix shape the adapter lists is
+            // used, by kernels whose every coopLoad/coopStore stride is a
+            // literal (what naga's SPIR-V writer handles).
+            experimental = unsafe { wgpu::ExperimentalFeatures::enabled() };
+        }
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {
             label: Some("wginfer"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features: experimental,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
@@ -219,12 +253,16 @@ impl Gpu {
                 msg: format!("cannot open the device: {e}"),
             })?;
         log::info!("wgpu: opened {summary}; features {features:?}");
+        if coop_f16 {
+            log::info!("wgpu: prompt products use 16x16x16 f16 cooperative matrices");
+        }
         Ok(Gpu {
             device,
             queue,
             summary,
             features,
             limits,
+            coop_f16,
         })
     }
 

@@ -32,6 +32,8 @@ pub struct KernelKey {
     pub body: &'static [&'static str],
     /// Op-specific WGSL placed before the body (e.g. the unary function).
     pub defs: &'static str,
+    /// `enable` directives the body needs, placed first ("" for none).
+    pub enables: &'static str,
     /// Types of the source bindings, in binding order.
     pub srcs: Vec<DType>,
     /// Type of the destination binding.
@@ -58,13 +60,15 @@ impl KernelKey {
         self.srcs.len() + 1 + views
     }
 
-    fn text_ids(&self) -> (usize, usize, usize, usize) {
-        (
+    fn text_ids(&self) -> [usize; 6] {
+        [
             self.body.as_ptr() as usize,
             self.body.len(),
             self.defs.as_ptr() as usize,
             self.defs.len(),
-        )
+            self.enables.as_ptr() as usize,
+            self.enables.len(),
+        ]
     }
 }
 
@@ -166,9 +170,12 @@ fn dest_helpers(out: &mut String, binding: usize, t: DType) {
 /// describes `a` and `b`, kernels with more sources address them from words.
 const SOURCE_NAMES: [&str; 4] = ["a", "b", "c", "e"];
 
-fn compose(key: &KernelKey, dev: &Device) -> String {
-    let mut s = String::from(COMMON);
-    if dev.immediates {
+/// The WGSL of `key` for a device that takes parameters as `immediates`
+/// (else a uniform) and reduces with `reduction`.
+pub(super) fn compose(key: &KernelKey, immediates: bool, reduction: Reduction) -> String {
+    let mut s = String::from(key.enables);
+    s.push_str(COMMON);
+    if immediates {
         s.push_str("var<immediate> p: Params;\n");
     } else {
         s.push_str("@group(1) @binding(0) var<uniform> p: Params;\n");
@@ -192,7 +199,7 @@ fn compose(key: &KernelKey, dev: &Device) -> String {
             );
         }
     }
-    match (key.reduces, dev.reduction) {
+    match (key.reduces, reduction) {
         (true, Reduction::Subgroup) => s.push_str(REDUCE_SUBGROUP),
         (true, _) => {
             s.push_str(IDS_PLAIN);
@@ -272,7 +279,7 @@ fn trusted_checks() -> wgpu::ShaderRuntimeChecks {
 
 fn build(dev: &Device, key: &KernelKey) -> Result<Kernel> {
     let device = &dev.gpu.device;
-    let source = compose(key, dev);
+    let source = compose(key, dev.immediates, dev.reduction);
     log::debug!("wgpu: compiling kernel {}", key.name);
     let immediates = dev.immediates;
     let built = dev.catch(|| {

@@ -146,6 +146,12 @@ pub fn cases() -> Result<Vec<Case>> {
             ..Spec::new(ta, 16, 5, 129)
         });
     }
+    // Products over several of the cooperative kernel's 128 x 128 tiles,
+    // partial on both edges, one batched and broadcast.
+    for ta in [DType::Q4_0, DType::Q4K, DType::F16] {
+        specs.push(Spec::new(ta, 1030, 900, 256));
+    }
+    specs.push(Spec::new(DType::Q8_0, 264, 130, 256).batch([2, 3], [2, 1]));
     // A few decode-sized weights.
     specs.push(Spec::new(DType::Q4_0, 4096, 1, 4096));
     specs.push(Spec::new(DType::Q8_0, 4096, 2, 4096));

@@ -359,6 +359,7 @@ pub fn key(
         name: kernel_name(op, &types, dst, variant),
         body,
         defs,
+        enables: "",
         srcs: types,
         dst,
         reduces,

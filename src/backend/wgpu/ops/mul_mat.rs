@@ -170,12 +170,23 @@ static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 2]; 3]; 2] = [bodies_for_sums(0), 
 /// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
 const MM: &[&str] = &[QUANT, include_str!("../../../../wgsl/mul_mm.wgsl")];
-
 /// Output tile of the mat-mat kernel (`TM`, `TN` in mul_mm.wgsl) and its
 /// fixed invocation count and shared memory (two 32 x 64 f32 tiles).
 const MM_TILE: usize = 64;
 const MM_WG: u32 = 256;
 const MM_SHARED: u32 = 2 * 32 * 64 * 4;
+const COOP: &str = include_str!("../../../../wgsl/mul_mm_coop.wgsl");
+const COOP_ENABLES: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
+
+/// The tiled kernel on cooperative matrices: 128 x 128 output tiles (they
+/// measured faster than 64 x 64 ones on every llama shape on an H200 but
+/// the 135M one, where they lose 10%), eight subgroups of 32, the f16 tiles,
+/// the subgroups' result scratch and the reduction scratch.
+const MM_COOP: &[&str] = &[QUANT, COOP];
+const COOP_TILE: usize = 128;
+const COOP_WG: u32 = 256;
+const COOP_SHARED: u32 = 2 * 128 * 40 * 2 + 8 * 256 * 4 + COOP_WG * 4;
+
 /// Columns up to which the mat-vec kernel runs (as llama.cpp's Vulkan
 /// backend does): a few columns re-read the weights from cache, while the
 /// tiled kernel would leave most of its 64-column tile idle (on an H200, 4096
@@ -226,6 +237,18 @@ fn tiles_fit(dev: &Device) -> bool {
         && l.max_compute_workgroup_storage_size >= MM_SHARED
 }
 
+/// Whether the cooperative-matrix tiled kernel runs on the device: it
+/// lists the 16x16x16 f16 shape (with subgroups of 32), the reductions use
+/// subgroups (the kernel finds its quadrant by subgroup id) and the tiles fit.
+fn coop_fits(dev: &Device) -> bool {
+    let l = &dev.gpu.limits;
+    dev.gpu.coop_f16
+        && dev.reduction == Reduction::Subgroup
+        && l.max_compute_invocations_per_workgroup >= COOP_WG
+        && l.max_compute_workgroup_size_x >= COOP_WG
+        && l.max_compute_workgroup_storage_size >= COOP_SHARED
+}
+
 /// Which kernel runs a product.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -233,6 +256,8 @@ enum Kind {
     Vec(usize),
     /// The tiled mat-mat kernel.
     Tiled,
+    /// The tiled kernel on cooperative matrices.
+    Coop,
 }
 
 /// Workgroups of the chosen kernel and its `p.x` words, or `None` when the
@@ -247,7 +272,9 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
         return None;
     }
     let (r2, r3) = (u32::try_from(b2 / a2).ok()?, u32::try_from(b3 / a3).ok()?);
-    let kind = if n > VEC_MAX_COLS && tiles_fit(dev) {
+    let kind = if n > VEC_MAX_COLS && coop_fits(dev) {
+        Kind::Coop
+    } else if n > VEC_MAX_COLS && tiles_fit(dev) {
         Kind::Tiled
     } else {
         // The widest column group that n fills at least once.
@@ -255,6 +282,7 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
     };
     let (gm, gn) = match kind {
         Kind::Tiled => (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE)),
+        Kind::Coop => (m.div_ceil(COOP_TILE), n.div_ceil(COOP_TILE)),
         Kind::Vec(i) => (m.div_ceil(VEC_ROWS), n.div_ceil(VEC_COLS[i])),
     };
     let count = gm.checked_mul(gn)?.checked_mul(b2)?.checked_mul(b3)?;
@@ -554,7 +582,11 @@ fn encode_product(
         Kind::Tiled if residual.is_none() && prologue == Prologue::None => {
             key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG)
         }
-        Kind::Tiled => {
+        Kind::Coop if residual.is_none() && prologue == Prologue::None => KernelKey {
+            enables: COOP_ENABLES,
+            ..key(enc, "mul_mm_coop", &srcs, MM_COOP, defs, true, COOP_WG)
+        },
+        Kind::Tiled | Kind::Coop => {
             return Err(enc
                 .device
                 .error("a residual add or a norm is fused only into the mat-vec kernel"))
@@ -585,4 +617,56 @@ fn encode_product(
         params,
         workgroups: enc.grid(count),
     }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::wgpu::kernels::compose;
+
+    /// Every cooperative kernel goes through naga's WGSL parser, validator
+    /// and SPIR-V writer, which panics on strides that are not literals:
+    /// CI's devices have no cooperative matrices, so nothing else would
+    /// compile these kernels before a user's GPU does.
+    #[test]
+    fn cooperative_kernels_compile_to_spirv() {
+        let mut compiled = 0;
+        for t in DType::ALL {
+            let Some(defs) = defs(t) else { continue };
+            let key = KernelKey {
+                name: format!("mul_mm_coop_{t}"),
+                body: MM_COOP,
+                defs,
+                enables: COOP_ENABLES,
+                srcs: vec![t, DType::F32],
+                dst: DType::F32,
+                reduces: true,
+                workgroup: COOP_WG,
+                wide: false,
+            };
+            let source = compose(&key, true, Reduction::Subgroup);
+            let module = naga::front::wgsl::parse_str(&source)
+                .unwrap_or_else(|e| panic!("{t}: {}", e.emit_to_string(&source)));
+            let info = naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{t}: {e:?}"));
+            let pipeline = naga::back::spv::PipelineOptions {
+                shader_stage: naga::ShaderStage::Compute,
+                entry_point: "main".into(),
+            };
+            let words = naga::back::spv::write_vec(
+                &module,
+                &info,
+                &naga::back::spv::Options::default(),
+                Some(&pipeline),
+            )
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+            assert!(!words.is_empty());
+            compiled += 1;
+        }
+        assert!(compiled >= 10, "{compiled} weight types");
+    }
 }
