@@ -42,16 +42,14 @@ fn put_d(m: u32, n: u32, i2: u32, i3: u32, v: vec4<f32>) {
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
     let g = group_index(ids.wid, ids.nwg);
-    let tiles_m = p.x.x;
-    let tiles_n = p.x.y;
-    if (g >= tiles_m * tiles_n * p.b.ne.z * p.b.ne.w) {
+    if (g >= n_tiles()) {
         return;
     }
-    let m0 = (g % tiles_m) * TM;
-    let rest = g / tiles_m;
-    let n0 = (rest % tiles_n) * TN;
-    let i2 = (rest / tiles_n) % p.b.ne.z;
-    let i3 = rest / tiles_n / p.b.ne.z;
+    let origin = tile_origin(g);
+    let m0 = origin.x;
+    let n0 = origin.y;
+    let i2 = origin.z;
+    let i3 = origin.w;
     let last_col = p.b.ne.y - 1u;
     let k_len = p.b.ne.x;
     let lid = ids.lid;

@@ -41,18 +41,15 @@ fn store_block(c: coop_mat16x16<f32, C>, ids: Ids, m: u32, n: u32, i2: u32, i3: 
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
-    let tiles_m = p.x.x;
-    let tiles_n = p.x.y;
     // A workgroup past the tiles (the grid rounds up) computes tile 0 and
     // stores nothing: cooperative operations need uniform control flow.
     let flat = group_index(ids.wid, ids.nwg);
-    let live = flat < tiles_m * tiles_n * p.b.ne.z * p.b.ne.w;
-    let g = select(0u, flat, live);
-    let m0 = (g % tiles_m) * TM;
-    let rest = g / tiles_m;
-    let n0 = (rest % tiles_n) * TN;
-    let i2 = (rest / tiles_n) % p.b.ne.z;
-    let i3 = rest / tiles_n / p.b.ne.z;
+    let live = flat < n_tiles();
+    let origin = tile_origin(select(0u, flat, live));
+    let m0 = origin.x;
+    let n0 = origin.y;
+    let i2 = origin.z;
+    let i3 = origin.w;
     let last_col = p.b.ne.y - 1u;
     let k_len = p.b.ne.x;
     let lid = ids.lid;

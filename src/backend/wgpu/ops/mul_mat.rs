@@ -169,7 +169,12 @@ static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 2]; 3]; 2] = [bodies_for_sums(0), 
 
 /// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
-const MM: &[&str] = &[QUANT, include_str!("../../../../wgsl/mul_mm.wgsl")];
+const MM_TILES: &str = include_str!("../../../../wgsl/mul_mm_tiles.wgsl");
+const MM: &[&str] = &[
+    QUANT,
+    MM_TILES,
+    include_str!("../../../../wgsl/mul_mm.wgsl"),
+];
 /// Output tile of the mat-mat kernel (`TM`, `TN` in mul_mm.wgsl) and its
 /// fixed invocation count and shared memory (two 32 x 64 f32 tiles).
 const MM_TILE: usize = 64;
@@ -182,7 +187,7 @@ const COOP_ENABLES: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 /// measured faster than 64 x 64 ones on every llama shape on an H200 but
 /// the 135M one, where they lose 10%), eight subgroups of 32, the f16 tiles,
 /// the subgroups' result scratch and the reduction scratch.
-const MM_COOP: &[&str] = &[QUANT, COOP];
+const MM_COOP: &[&str] = &[QUANT, MM_TILES, COOP];
 const COOP_TILE: usize = 128;
 const COOP_WG: u32 = 256;
 const COOP_SHARED: u32 = 2 * 128 * 40 * 2 + 8 * 256 * 4 + COOP_WG * 4;
