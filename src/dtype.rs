@@ -12,6 +12,8 @@ pub enum DType {
     F32,
     /// IEEE half float.
     F16,
+    /// bfloat16: the top half of an f32 (8-bit exponent, 7-bit mantissa).
+    BF16,
     /// 32 values: f16 scale + 16 bytes of 4-bit values, offset 8.
     Q4_0,
     /// 32 values: f16 scale + f16 minimum + 16 bytes of 4-bit values.
@@ -35,9 +37,10 @@ pub enum DType {
 
 impl DType {
     /// Every type wginfer knows.
-    pub const ALL: [DType; 11] = [
+    pub const ALL: [DType; 12] = [
         DType::F32,
         DType::F16,
+        DType::BF16,
         DType::Q4_0,
         DType::Q4_1,
         DType::Q5_0,
@@ -52,7 +55,7 @@ impl DType {
     /// Number of values in one block (1 for plain types).
     pub const fn block_elems(self) -> usize {
         match self {
-            DType::F32 | DType::F16 | DType::I32 => 1,
+            DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
             DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
             DType::Q4K | DType::Q5K | DType::Q6K => 256,
         }
@@ -62,7 +65,7 @@ impl DType {
     pub const fn block_bytes(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
-            DType::F16 => 2,
+            DType::F16 | DType::BF16 => 2,
             DType::Q4_0 => 18,
             DType::Q4_1 => 20,
             DType::Q5_0 => 22,
@@ -84,6 +87,7 @@ impl DType {
         match self {
             DType::F32 => 0,
             DType::F16 => 1,
+            DType::BF16 => 30,
             DType::Q4_0 => 2,
             DType::Q4_1 => 3,
             DType::Q5_0 => 6,
@@ -106,6 +110,7 @@ impl DType {
         match self {
             DType::F32 => "f32",
             DType::F16 => "f16",
+            DType::BF16 => "bf16",
             DType::Q4_0 => "q4_0",
             DType::Q4_1 => "q4_1",
             DType::Q5_0 => "q5_0",

@@ -123,6 +123,29 @@ fn f16_pair(row: u32, k: u32) -> vec2<f32> {
     return select(vec2<f32>(0.0), v, vec2<u32>(k, k + 1u) < vec2<u32>(p.a.ne.x));
 }
 
+// Elements k and k + 1 of a bf16 row (the top halves of f32s), zero past K.
+fn bf16_pair(row: u32, k: u32) -> vec2<f32> {
+    var v: vec2<f32>;
+    if (p.a.nb.x == 2u) {
+        let w = a_u32_at(row + 2u * k);
+        v = vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u));
+    } else {
+        v = vec2<f32>(
+            bitcast<f32>(a_u16(row + k * p.a.nb.x) << 16u),
+            bitcast<f32>(a_u16(row + (k + 1u) * p.a.nb.x) << 16u),
+        );
+    }
+    return select(vec2<f32>(0.0), v, vec2<u32>(k, k + 1u) < vec2<u32>(p.a.ne.x));
+}
+
+fn dq_bf16(row: u32, u: u32) -> Unit {
+    let k = 64u * (u >> 3u) + 2u * (u & 7u);
+    return Unit(
+        vec4<f32>(bf16_pair(row, k), bf16_pair(row, k + 16u)),
+        vec4<f32>(bf16_pair(row, k + 32u), bf16_pair(row, k + 48u)),
+    );
+}
+
 fn dq_f16(row: u32, u: u32) -> Unit {
     let k = 64u * (u >> 3u) + 2u * (u & 7u);
     return Unit(

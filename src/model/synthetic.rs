@@ -197,7 +197,7 @@ fn scale_offsets(dtype: DType) -> &'static [usize] {
         DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
         DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
         DType::Q6K => &[208],
-        DType::F32 | DType::F16 | DType::I32 => &[],
+        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => &[],
     }
 }
 
@@ -217,6 +217,8 @@ fn random_blocks(
                 DType::F32 => block.copy_from_slice(&rng.uniform(-0.01, 0.01).to_le_bytes()),
                 DType::F16 => block
                     .copy_from_slice(&half::f16::from_f32(rng.uniform(-0.01, 0.01)).to_le_bytes()),
+                DType::BF16 => block
+                    .copy_from_slice(&half::bf16::from_f32(rng.uniform(-0.01, 0.01)).to_le_bytes()),
                 _ => {
                     for word in block.chunks_mut(8) {
                         let r = rng.next_u64().to_le_bytes();

@@ -30,7 +30,7 @@ pub use q6_k::BlockQ6K;
 pub use q8_0::BlockQ8_0;
 
 use crate::{DType, Error, Result};
-use half::f16;
+use half::{bf16, f16};
 
 /// One block of a quantized format.
 ///
@@ -69,6 +69,11 @@ pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()>
                 *o = f16::from_le_bytes([b[0], b[1]]).to_f32();
             }
         }
+        DType::BF16 => {
+            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                *o = bf16::from_le_bytes([b[0], b[1]]).to_f32();
+            }
+        }
         DType::Q4_0 => dequantize_blocks::<BlockQ4_0>(bytes, out),
         DType::Q4_1 => dequantize_blocks::<BlockQ4_1>(bytes, out),
         DType::Q5_0 => dequantize_blocks::<BlockQ5_0>(bytes, out),
@@ -96,6 +101,10 @@ pub fn quantize_row(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
         DType::F16 => values
             .iter()
             .for_each(|v| bytes.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
+        // Rounded to nearest even, NaNs kept NaN: ggml's fp32_to_bf16.
+        DType::BF16 => values
+            .iter()
+            .for_each(|v| bytes.extend_from_slice(&bf16::from_f32(*v).to_le_bytes())),
         DType::Q4_0 => quantize_blocks::<BlockQ4_0>(values, &mut bytes),
         DType::Q4_1 => quantize_blocks::<BlockQ4_1>(values, &mut bytes),
         DType::Q5_0 => quantize_blocks::<BlockQ5_0>(values, &mut bytes),
@@ -123,6 +132,11 @@ pub fn dot_row(dtype: DType, bytes: &[u8], x: &[f32]) -> Result<f32> {
             .chunks_exact(2)
             .zip(x)
             .map(|(b, x)| f16::from_le_bytes([b[0], b[1]]).to_f32() * x)
+            .sum(),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .zip(x)
+            .map(|(b, x)| bf16::from_le_bytes([b[0], b[1]]).to_f32() * x)
             .sum(),
         DType::Q4_0 => dot_blocks::<BlockQ4_0>(bytes, x),
         DType::Q4_1 => dot_blocks::<BlockQ4_1>(bytes, x),
@@ -242,6 +256,31 @@ fn sum_lanes<const N: usize>(term: impl Fn(usize) -> f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    /// bf16 rounds to nearest even and keeps NaN a NaN, as ggml's
+    /// fp32_to_bf16; values come back as the top halves of f32s.
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        use super::{dequantize_row, quantize_row, DType};
+        let cases: [(u32, u16); 5] = [
+            (0x3f80_0000, 0x3f80), // 1.0
+            (0x3f80_8000, 0x3f80), // a tie below an even mantissa: down
+            (0x3f81_8000, 0x3f82), // a tie below an odd mantissa: up
+            (0x3f80_8001, 0x3f81), // past the tie: up
+            (0xc2f7_7fff, 0xc2f7), // below the tie: down (negative)
+        ];
+        for (bits, want) in cases {
+            let bytes = quantize_row(DType::BF16, &[f32::from_bits(bits)]).unwrap();
+            assert_eq!(u16::from_le_bytes([bytes[0], bytes[1]]), want, "{bits:#x}");
+            let mut back = [0.0f32];
+            dequantize_row(DType::BF16, &bytes, &mut back).unwrap();
+            assert_eq!(back[0].to_bits(), u32::from(want) << 16);
+        }
+        let nan = quantize_row(DType::BF16, &[f32::NAN]).unwrap();
+        let mut back = [0.0f32];
+        dequantize_row(DType::BF16, &nan, &mut back).unwrap();
+        assert!(back[0].is_nan());
+    }
+
     use super::*;
 
     #[test]

@@ -130,7 +130,7 @@ pub fn dots(dtype: DType, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result
         DType::Q4K => with_blocks(bytes, |b| (kernels.q4_k)(b, xs, out)),
         DType::Q5K => with_blocks(bytes, |b| (kernels.q5_k)(b, xs, out)),
         DType::Q6K => with_blocks(bytes, |b| (kernels.q6_k)(b, xs, out)),
-        DType::F32 | DType::F16 | DType::I32 => {
+        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => {
             return Err(Error::UnsupportedType(format!("q8 dots of {dtype} rows")))
         }
     }

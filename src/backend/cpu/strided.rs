@@ -49,6 +49,7 @@ impl<'a> Src<'a> {
         let at = self.layout.offset_of(i);
         match self.layout.dtype {
             DType::F16 => f16::from_le_bytes(le(self.bytes, at)).to_f32(),
+            DType::BF16 => half::bf16::from_le_bytes(le(self.bytes, at)).to_f32(),
             DType::I32 => i32::from_le_bytes(le(self.bytes, at)) as f32,
             _ => f32::from_le_bytes(le(self.bytes, at)),
         }

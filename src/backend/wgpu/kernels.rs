@@ -133,6 +133,7 @@ fn source_helpers(out: &mut String, binding: usize, name: &str, t: DType) {
     let load = match t {
         DType::F32 => format!("bitcast<f32>({name}[byte >> 2u])"),
         DType::F16 => format!("{name}_f16(byte)"),
+        DType::BF16 => format!("bitcast<f32>({name}_u16(byte) << 16u)"),
         DType::I32 => format!("f32(bitcast<i32>({name}[byte >> 2u]))"),
         // Block formats are decoded by the kernels that read them; a kernel
         // that loads one as elements does not compile.

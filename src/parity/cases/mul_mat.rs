@@ -135,7 +135,7 @@ pub fn cases() -> Result<Vec<Case>> {
         specs.push(Spec::new(ta, 129, 77, k));
         specs.push(Spec::new(ta, 128, 128, 256));
     }
-    for ta in [DType::F32, DType::F16] {
+    for ta in [DType::F32, DType::F16, DType::BF16] {
         // Rows of odd length (a unit runs past K) and a transposed weight view.
         specs.push(Spec::new(ta, 129, 1, 67));
         specs.push(Spec::new(ta, 16, 9, 129));

@@ -15,7 +15,9 @@ const BODY: &[&str] = &[
 /// `dequant(block_byte, j)` for a table of `t`.
 fn defs(t: DType) -> Option<&'static str> {
     Some(match t {
-        DType::F32 | DType::F16 => "fn dequant(b: u32, j: u32) -> f32 { return load_a(b); }\n",
+        DType::F32 | DType::F16 | DType::BF16 => {
+            "fn dequant(b: u32, j: u32) -> f32 { return load_a(b); }\n"
+        }
         DType::Q4_0 => "fn dequant(b: u32, j: u32) -> f32 { return q4_0_value(b, j); }\n",
         DType::Q4_1 => "fn dequant(b: u32, j: u32) -> f32 { return q4_1_value(b, j); }\n",
         DType::Q5_0 => "fn dequant(b: u32, j: u32) -> f32 { return q5_0_value(b, j); }\n",

@@ -184,7 +184,7 @@ pub fn encode(
 /// words and f16 as half words; block formats are read byte by byte.
 fn address_unit(dtype: DType) -> usize {
     match dtype {
-        DType::F16 => 2,
+        DType::F16 | DType::BF16 => 2,
         DType::F32 | DType::I32 => 4,
         _ => 1,
     }

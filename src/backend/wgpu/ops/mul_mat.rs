@@ -221,7 +221,7 @@ fn vec_workgroup(enc: &OpEncoder, dtype: DType, k: usize) -> u32 {
     }
     // Four units per invocation.
     let lanes = match dtype {
-        DType::F32 | DType::F16 => k.div_ceil(64) * 2,
+        DType::F32 | DType::F16 | DType::BF16 => k.div_ceil(64) * 2,
         _ => k / 32,
     };
     let subgroup = enc
@@ -302,7 +302,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
     };
     let (la, lb) = (graph.layout(a), graph.layout(b));
     let weights_ok = match la.dtype {
-        DType::F32 | DType::F16 => true,
+        DType::F32 | DType::F16 | DType::BF16 => true,
         t => defs(t).is_some() && la.rows_contiguous() && la.ne[0] % t.block_elems() == 0,
     };
     weights_ok

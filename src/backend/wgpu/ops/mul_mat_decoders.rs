@@ -69,6 +69,7 @@ pub fn defs(t: DType) -> Option<&'static str> {
     Some(match t {
         DType::F32 => decoder!("dq_f32(row, u)", "x_elem_f32", "float_units(k)", false),
         DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16", "float_units(k)", false),
+        DType::BF16 => decoder!("dq_bf16(row, u)", "x_elem_f16", "float_units(k)", false),
         DType::Q4_0 => decoder!(
             "dq_q4_0(row + 18u * (u >> 2u), u & 3u)",
             "x_elem_q4",
