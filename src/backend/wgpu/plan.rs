@@ -51,6 +51,8 @@ struct Step {
     group: wgpu::BindGroup,
     params: Params,
     workgroups: [u32; 3],
+    /// Bytes of the buffer windows bound (for the perf logger's GB/s).
+    bound: u64,
 }
 
 /// Recorded splits kept, the least recently run dropped first: every split
@@ -214,6 +216,7 @@ impl PlanCache {
                 group,
                 params: d.params,
                 workgroups: d.workgroups,
+                bound: d.bindings.iter().map(|b| b.size).sum(),
             });
         }
         self.last_stats.encoded = true;
@@ -313,8 +316,15 @@ impl PlanCache {
                 dev.gpu.queue.submit([encoder.finish()]);
                 submits += 1;
                 if let Some(p) = self.profiler.as_mut().filter(|_| profiled.is_ok()) {
-                    let names: Vec<&str> = chunk.iter().map(|s| s.kernel.name.as_str()).collect();
-                    profiled = p.collect(dev, &names);
+                    let launches: Vec<profile::Launch> = chunk
+                        .iter()
+                        .map(|s| profile::Launch {
+                            kernel: &s.kernel.name,
+                            workgroups: s.workgroups,
+                            bound: s.bound,
+                        })
+                        .collect();
+                    profiled = p.collect(dev, &launches);
                 }
             }
         })?;

@@ -14,11 +14,22 @@ use crate::Result;
 /// Timestamps one submission can hold: the dispatches of one submission plus one.
 pub const MAX_DISPATCHES: usize = 255;
 
-/// Time and launches of one kernel.
+/// Time, launches and bytes bound of one kernel at one grid size.
 #[derive(Clone, Copy, Default)]
 struct KernelTime {
     launches: u64,
     ns: f64,
+    bound: u64,
+}
+
+/// One dispatch as the perf logger sees it. Launches of a kernel are
+/// counted apart per grid size, which tells the shapes of a mat-vec apart.
+pub struct Launch<'a> {
+    pub kernel: &'a str,
+    pub workgroups: [u32; 3],
+    /// Bytes of the buffer windows bound: for a mat-vec, about its weights,
+    /// so bytes over time is close to its read bandwidth.
+    pub bound: u64,
 }
 
 pub struct Profiler {
@@ -95,8 +106,8 @@ impl Profiler {
     }
 
     /// Waits for a submitted batch and adds each dispatch's time to its kernel.
-    pub fn collect(&mut self, dev: &Device, kernels: &[&str]) -> Result<()> {
-        let bytes = (kernels.len() as u64 + 1) * wgpu::QUERY_SIZE as u64;
+    pub fn collect(&mut self, dev: &Device, launches: &[Launch<'_>]) -> Result<()> {
+        let bytes = (launches.len() as u64 + 1) * wgpu::QUERY_SIZE as u64;
         let slice = self.readback.slice(..bytes);
         let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
@@ -111,10 +122,13 @@ impl Profiler {
                 .get_mapped_range()
                 .map_err(|e| dev.error(format!("reading the perf logger's timestamps: {e}")))?;
             let stamps: &[u64] = bytemuck::cast_slice(&view);
-            for (name, pair) in kernels.iter().zip(stamps.windows(2)) {
-                let t = self.per_kernel.entry((*name).to_string()).or_default();
+            for (launch, pair) in launches.iter().zip(stamps.windows(2)) {
+                let [x, y, z] = launch.workgroups;
+                let name = format!("{} [{x}x{y}x{z}]", launch.kernel);
+                let t = self.per_kernel.entry(name).or_default();
                 t.launches += 1;
                 t.ns += pair[1].saturating_sub(pair[0]) as f64 * self.period_ns;
+                t.bound += launch.bound;
             }
         }
         self.readback.unmap();
@@ -139,11 +153,12 @@ impl Profiler {
         );
         for (name, t) in rows {
             out += &format!(
-                "  {:>9.1} us/run {:>5.1}%  {:>7.1} launches/run  {:>7.2} us each  {name}\n",
+                "  {:>9.1} us/run {:>5.1}%  {:>7.1} launches/run  {:>7.2} us each  {:>7.1} GB/s bound  {name}\n",
                 t.ns / runs / 1e3,
                 100.0 * t.ns / total.max(1.0),
                 t.launches as f64 / runs,
                 t.ns / t.launches.max(1) as f64 / 1e3,
+                t.bound as f64 / t.ns.max(1.0),
             );
         }
         out
