@@ -2,8 +2,9 @@
 //! `pp N` evaluates N tokens in one batch from an empty context, `tg N`
 //! generates N tokens one at a time (a random token each step, its logits
 //! read back, as llama-bench does), `gen N` generates N tokens greedily
-//! through `Model::generate` (pipelined on a GPU: the next step runs while
-//! the token is read back); each test runs `-r` times after a warm-up and
+//! (`--sample`: with llama.cpp's default sampler chain) through
+//! `Model::generate` (pipelined on a GPU: the next step runs while the
+//! token is read back); each test runs `-r` times after a warm-up and
 //! reports the mean and standard deviation in tokens per second.
 //!
 //! ```text
@@ -43,6 +44,10 @@ struct Args {
     /// the token picked on the host)
     #[arg(long)]
     no_pipelining: bool,
+    /// Sample the gen test's tokens with llama.cpp's default chain
+    /// (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05) instead of greedily
+    #[arg(long)]
+    sample: bool,
 }
 
 /// Mean and standard deviation of tokens per second over the runs.
@@ -91,15 +96,17 @@ fn tg_once(m: &mut Model, rng: &mut Rng, n: usize, split: &mut [f64; 4]) -> wgin
     Ok(t.elapsed().as_secs_f64())
 }
 
-/// Seconds per `n` tokens of greedy generation after a one-token prompt
-/// (the decode part only, as llama.cpp's eval time).
-fn gen_once(m: &mut Model, rng: &mut Rng, n: usize) -> wginfer::Result<f64> {
+/// Seconds per `n` tokens of generation (greedy, or with the default
+/// sampler) after a one-token prompt (the decode part only, as llama.cpp's
+/// eval time).
+fn gen_once(m: &mut Model, rng: &mut Rng, n: usize, sample: bool) -> wginfer::Result<f64> {
     let prompt = random_tokens(rng, 1, m.config().n_vocab);
+    let defaults = GenerateOptions::default();
     let opts = GenerateOptions {
         n_predict: n,
-        temp: 0.0,
+        temp: if sample { defaults.temp } else { 0.0 },
         ignore_eos: true,
-        ..GenerateOptions::default()
+        ..defaults
     };
     let mut gen = m.generate_tokens(prompt, &opts)?;
     for piece in &mut gen {
@@ -144,9 +151,9 @@ fn run(a: &Args) -> wginfer::Result<()> {
     let mut gen = None;
     m.set_pipelining(!a.no_pipelining);
     if a.n_gen > 1 {
-        gen_once(&mut m, &mut rng, a.n_gen.min(8))?;
+        gen_once(&mut m, &mut rng, a.n_gen.min(8), a.sample)?;
         let runs = (0..reps)
-            .map(|_| gen_once(&mut m, &mut rng, a.n_gen))
+            .map(|_| gen_once(&mut m, &mut rng, a.n_gen, a.sample))
             .collect::<wginfer::Result<Vec<_>>>()?;
         gen = Some(speed(a.n_gen, &runs));
     }
@@ -172,7 +179,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
              \"n_gpu_layers\": {}, \"flash_attn\": {}, \"splits\": {}, \"decode_transfers\": {}, \"decode_transfer_bytes\": {}, \
              \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
              \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"gen_tok_s\": {}, \"gen_std\": {}, \
-             \"pipelined\": {}, \"dispatches_per_token\": {}, \
+             \"pipelined\": {}, \"gen_sampled\": {}, \"dispatches_per_token\": {}, \
              \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"copies\": {}, \"read\": {}}}}}",
             json_str(&name),
             json_str(&info.kind),
@@ -193,6 +200,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
             sp(gen, |s| s.mean),
             sp(gen, |s| s.std),
             m.pipelining(),
+            a.sample,
             pt(0),
             pt(1),
             json_num(us(split[0])),
@@ -208,13 +216,14 @@ fn run(a: &Args) -> wginfer::Result<()> {
             (format!("tg{}", a.n_gen), tg),
             (
                 format!(
-                    "gen{} ({})",
+                    "gen{} ({}{})",
                     a.n_gen,
                     if m.pipelining() {
                         "pipelined"
                     } else {
                         "serial"
-                    }
+                    },
+                    if a.sample { ", sampled" } else { "" }
                 ),
                 gen,
             ),

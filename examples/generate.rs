@@ -83,8 +83,9 @@ struct Args {
     /// Keep generating past end-of-generation tokens
     #[arg(long)]
     ignore_eos: bool,
-    /// Greedy decoding one step at a time even on a GPU (logits read back
-    /// each step) instead of pipelined with the token picked on the device
+    /// Decode one step at a time even on a GPU (logits read back and the
+    /// token sampled on the host each step) instead of pipelined with the
+    /// token picked on the device
     #[arg(long)]
     no_pipelining: bool,
 }

@@ -970,3 +970,39 @@ fn pipelined_greedy_matches_the_serial_path_on_wgpu() {
         eprintln!("{name}: {:?}", outcomes[0].0 .1);
     }
 }
+
+/// Pipelined sampled generation (llama.cpp's chain, top-k 40, top-p 0.95,
+/// min-p 0.05, temperature 0.8, drawn on the device) gives the serial
+/// path's tokens for the same seed, and the sampled tokens are not all the
+/// greedy ones.
+#[test]
+fn pipelined_sampling_matches_the_serial_path_on_wgpu() {
+    let Some(mut m) = gpu_model() else { return };
+    let prompt = m
+        .tokenize(&apply_chat(m.tokenizer(), "Write a short poem about the sea.").expect("chat"))
+        .expect("tokenize");
+    let mut greedy_run = None;
+    for seed in [1, 2024] {
+        let opts = GenerateOptions {
+            n_predict: 32,
+            seed,
+            ..GenerateOptions::default()
+        };
+        let mut outcomes = Vec::new();
+        for pipelined in [false, true] {
+            m.set_pipelining(pipelined);
+            outcomes.push(generate_outcome(&mut m, prompt.clone(), &opts));
+        }
+        m.set_pipelining(true);
+        assert_eq!(outcomes[0], outcomes[1], "seed {seed}: serial vs pipelined");
+        eprintln!("seed {seed}: {:?}", outcomes[0].3);
+        let greedy = greedy_run.get_or_insert_with(|| {
+            let g = GenerateOptions { temp: 0.0, ..opts };
+            generate_outcome(&mut m, prompt.clone(), &g).0
+        });
+        assert_ne!(
+            &outcomes[0].0, greedy,
+            "seed {seed} sampled the greedy tokens"
+        );
+    }
+}

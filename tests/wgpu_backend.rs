@@ -304,3 +304,58 @@ fn the_perf_logger_times_every_kernel_of_a_run() {
         assert!(line.contains("1.0 launches/run"), "{line}");
     }
 }
+
+/// The device sampler (top-k, top-p, min-p, temperature and a draw on the
+/// GPU) picks the CPU sampler's token for the same logits and seed, draw
+/// after draw, for llama.cpp's default chain and other settings.
+#[test]
+fn the_device_sampler_picks_the_cpu_samplers_tokens() {
+    use common::Fill;
+    use wginfer::model::{Pick, Sampler, SamplerOptions};
+    let Some(gpu) = common::gpu() else { return };
+    let n_vocab = 49152;
+    let settings = [
+        SamplerOptions::default(),
+        SamplerOptions {
+            temp: 1.5,
+            top_k: 64,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 7,
+        },
+        SamplerOptions {
+            temp: 0.3,
+            top_k: 5,
+            top_p: 0.5,
+            min_p: 0.2,
+            seed: 123,
+        },
+    ];
+    let mut rng = wginfer::rng::Rng::new(99);
+    for opts in settings {
+        let mut cpu = Sampler::new(opts).unwrap();
+        let mut dev = Sampler::new(opts).unwrap();
+        let Some(Pick::TopK(k)) = dev.device_pick() else {
+            panic!("{opts:?} samples on the device");
+        };
+        for draw in 0..40 {
+            // Peaked logits like a model's: a few near the top.
+            let logits: Vec<f32> = (0..n_vocab)
+                .map(|_| rng.uniform(-3.0, 3.0) * rng.uniform(0.0, 2.0))
+                .collect();
+            let mut g = Graph::new();
+            let x = g.input("logits", DType::F32, &[n_vocab, 1]).unwrap();
+            let s = g.input("settings", DType::F32, &[4]).unwrap();
+            let dst = g.input("token", DType::I32, &[1]).unwrap();
+            let out = g.sample_into(x, k, s, dst).unwrap();
+            let inputs = [
+                (x, Fill::F32(logits.clone())),
+                (s, Fill::F32(dev.next_device_settings().to_vec())),
+                (dst, Fill::I32(vec![-1])),
+            ];
+            let got = common::run_on(&gpu, g, &inputs, out).unwrap()[0] as u32;
+            let want = cpu.sample(&logits).unwrap();
+            assert_eq!(got, want, "{opts:?}, draw {draw}");
+        }
+    }
+}

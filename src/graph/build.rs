@@ -26,6 +26,14 @@ fn expect_type(g: &Graph, id: TensorId, want: DType, op: &str) -> Result<()> {
     Ok(())
 }
 
+/// Entries per chunk of the device sampler's top-k ([`Graph::sample_into`]):
+/// one workgroup's share on a GPU.
+pub const TOP_K_CHUNK: usize = 4096;
+
+/// Most candidates [`Graph::sample_into`] keeps (top-k), so that a chunk's
+/// pairs always shrink to one chunk.
+pub const MAX_SAMPLE_TOP_K: usize = 64;
+
 /// The rows of argmax's source: a 2-D f32 tensor of non-empty rows.
 fn argmax_rows(g: &Graph, a: TensorId) -> Result<usize> {
     g.check_ids(&[a])?;
@@ -389,6 +397,80 @@ impl Graph {
         }
         let name = format!("argmax-{}", self.len());
         let id = self.push(name, Op::Argmax, vec![a], ld);
+        self.node_mut(id).view_of = Some((dst, 0));
+        Ok(id)
+    }
+
+    /// [`Op::TopK`]: the `k` best entries of each chunk of `chunk` entries
+    /// of the f32 row `a` `[n, 1]` or, with `pairs`, of an earlier top-k's
+    /// pairs `[2, m, c]`; gives f32 `[2, k, chunks]`.
+    pub fn top_k(&mut self, a: TensorId, k: usize, chunk: usize, pairs: bool) -> Result<TensorId> {
+        self.check_ids(&[a])?;
+        expect_type(self, a, DType::F32, "top_k")?;
+        let l = self.layout(a);
+        let entries = if pairs {
+            (l.ne[0] == 2 && l.ne[3] == 1).then(|| l.ne[1] * l.ne[2])
+        } else {
+            (l.ne[1..].iter().all(|&n| n == 1)).then_some(l.ne[0])
+        };
+        let entries = entries
+            .filter(|&n| n > 0 && l.is_contiguous())
+            .ok_or_else(|| {
+                Error::shape(format!(
+                    "top_k: {:?} is not a contiguous row or a top-k's pairs",
+                    l.ne
+                ))
+            })?;
+        if k == 0 || chunk < 2 * k {
+            return Err(Error::shape(format!(
+                "top_k: k {k} must be at least 1 and at most half the chunk of {chunk}"
+            )));
+        }
+        let chunks = entries.div_ceil(chunk);
+        self.op_node(
+            Op::TopK { k, chunk, pairs },
+            vec![a],
+            DType::F32,
+            [2, k, chunks, 1],
+        )
+    }
+
+    /// The sampler on the device: top-k of the f32 row `logits` `[n, 1]`
+    /// (chunks of [`TOP_K_CHUNK`] merged until one is left), then
+    /// [`Op::SampleTopK`] with the f32 `[4]` `settings`, written into `dst`,
+    /// a contiguous i32 tensor of one element; the result is `dst` after the write.
+    pub fn sample_into(
+        &mut self,
+        logits: TensorId,
+        k: usize,
+        settings: TensorId,
+        dst: TensorId,
+    ) -> Result<TensorId> {
+        self.check_ids(&[logits, settings, dst])?;
+        expect_type(self, settings, DType::F32, "sample settings")?;
+        expect_type(self, dst, DType::I32, "sample destination")?;
+        let (ls, ld) = (*self.layout(settings), *self.layout(dst));
+        if ls.n_elements() != 4
+            || !ls.is_contiguous()
+            || ld.n_elements() != 1
+            || !ld.is_contiguous()
+        {
+            return Err(Error::shape(format!(
+                "sample: settings {:?} must hold 4 values and the destination {:?} one",
+                ls.ne, ld.ne
+            )));
+        }
+        if k > MAX_SAMPLE_TOP_K {
+            return Err(Error::shape(format!(
+                "sample: top-k {k} is above the device sampler's {MAX_SAMPLE_TOP_K}"
+            )));
+        }
+        let mut cands = self.top_k(logits, k, TOP_K_CHUNK, false)?;
+        while self.layout(cands).ne[2] > 1 {
+            cands = self.top_k(cands, k, TOP_K_CHUNK, true)?;
+        }
+        let name = format!("sample_top_k-{}", self.len());
+        let id = self.push(name, Op::SampleTopK, vec![cands, settings], ld);
         self.node_mut(id).view_of = Some((dst, 0));
         Ok(id)
     }

@@ -24,6 +24,7 @@ mod build;
 pub mod op;
 
 pub use alloc::{plan_allocation, plan_allocation_where, AllocationPlan};
+pub use build::{MAX_SAMPLE_TOP_K, TOP_K_CHUNK};
 pub use op::{Op, RopeMode, RopeParams};
 
 use crate::buffer::BufferHandle;

@@ -153,6 +153,27 @@ pub enum Op {
     /// (f32 `[n, rows]`) as i32 `[rows]`; the lowest index wins a tie, as
     /// in the greedy sampler.
     Argmax,
+    /// The `k` best entries of each chunk of `chunk` entries of `src[0]`,
+    /// best first, as f32 `(value, index)` pairs `[2, k, chunks]`: the
+    /// sampler's top-k on the device. Entries are the values of a row `[n,
+    /// 1]` (indices are positions) or, with `pairs`, the pairs of an
+    /// earlier `TopK` (those with a negative index are padding). Larger
+    /// values come first, the lower index on a tie (+0 and -0 tie); NaN is
+    /// never picked; a chunk with fewer than `k` entries is padded with
+    /// `(-inf, -1)`.
+    TopK {
+        /// Entries kept per chunk.
+        k: usize,
+        /// Entries per chunk.
+        chunk: usize,
+        /// Whether the entries are pairs of an earlier `TopK`.
+        pairs: bool,
+    },
+    /// A token drawn from `TopK`'s best-first pairs `src[0]` `[2, k]` with
+    /// the settings `src[1]`, f32 `[4]`: temperature (> 0), top-p, ln min-p
+    /// (-inf: off) and a uniform draw in `[0, 1)`, through llama.cpp's chain
+    /// top-p → min-p → temperature → draw, in f32; i32 `[1]`.
+    SampleTopK,
 }
 
 impl Op {
@@ -180,6 +201,8 @@ impl Op {
             Op::SetRows => "set_rows",
             Op::FlashAttn { .. } => "flash_attn_ext",
             Op::Argmax => "argmax",
+            Op::TopK { .. } => "top_k",
+            Op::SampleTopK => "sample_top_k",
         }
     }
 

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::config::ModelConfig;
 use super::kv_cache::KvCache;
-use super::llama_graph::{build, Batch, Chain, FlashAttn, Shape, StepGraph, StepInputs};
+use super::llama_graph::{build, Batch, Chain, FlashAttn, Pick, Shape, StepGraph, StepInputs};
+use super::sampler::Sampler;
 use super::weights::Weights;
 use crate::backend::{Backend, BufferHandle, BufferUsage, Counters, PendingRead};
 use crate::sched::{RunStats, Schedule, Scheduler};
@@ -41,7 +42,7 @@ struct Plan {
     last_used: u64,
 }
 
-/// A greedy token on its way back from the device (see [`Evaluator::submit_greedy`]).
+/// A token on its way back from the device (see [`Evaluator::submit_picked`]).
 #[derive(Debug)]
 pub struct PendingToken {
     read: PendingRead,
@@ -77,7 +78,7 @@ pub struct Evaluator {
     reuse: bool,
     runs: u64,
     plans_built: u64,
-    /// Where chained greedy steps keep their token: a buffer on the one
+    /// Where chained steps keep their token: a buffer on the one
     /// backend that runs the whole graph, when that backend queues its work.
     device_token: Option<BufferHandle>,
     chaining: bool,
@@ -152,15 +153,20 @@ impl Evaluator {
         })
     }
 
-    /// Whether greedy steps may chain on the device ([`Evaluator::submit_greedy`]):
+    /// Whether steps may chain on the device ([`Evaluator::submit_picked`]):
     /// the whole graph runs on one backend that queues its work (a GPU),
     /// and chaining was not turned off.
     pub fn can_chain(&self) -> bool {
         self.chaining && self.device_token.is_some()
     }
 
-    /// Turns chained greedy steps off (every step then reads its logits
-    /// back and the host picks the token) or back on where possible.
+    /// How chained steps would pick `sampler`'s tokens, where they can.
+    pub fn chain_pick(&self, sampler: &Sampler) -> Option<Pick> {
+        sampler.device_pick().filter(|_| self.can_chain())
+    }
+
+    /// Turns chained steps off (every step then reads its logits back and
+    /// the host picks the token) or back on where possible.
     pub fn set_chaining(&mut self, on: bool) {
         self.chaining = on;
     }
@@ -282,7 +288,7 @@ impl Evaluator {
         tokens: &[u32],
         batch: Batch,
     ) -> Result<Vec<f32>> {
-        let at = self.run_batch(c, w, kv, tokens, batch, Chain::Off)?;
+        let at = self.run_batch(c, w, kv, tokens, batch, Chain::Off, [0.0; 4])?;
         let start = Instant::now();
         let plan = &self.plans[at];
         let out = self.sched.read_f32(&plan.schedule, plan.step.logits)?;
@@ -291,18 +297,20 @@ impl Evaluator {
     }
 
     /// Evaluates `tokens` at `n_past..` (in batches of at most `n_batch`),
-    /// leaving the last position's greedy pick on the device, and returns
-    /// that token's read without waiting for it: the next
-    /// [`Evaluator::submit_chained`] may be submitted first. Only where
-    /// [`Evaluator::can_chain`].
-    pub fn submit_greedy(
+    /// leaving the last position's pick (by `sampler`, on the device) on
+    /// the device, and returns that token's read without waiting for it:
+    /// the next [`Evaluator::submit_chained`] may be submitted first. Only
+    /// where [`Evaluator::chain_pick`] gives a pick.
+    pub fn submit_picked(
         &mut self,
         c: &ModelConfig,
         w: &Weights,
         kv: &KvCache,
         tokens: &[u32],
         n_past: usize,
+        sampler: &mut Sampler,
     ) -> Result<PendingToken> {
+        let pick = self.pick_for(sampler)?;
         if tokens.is_empty() {
             return Err(Error::invalid("no tokens to evaluate"));
         }
@@ -317,34 +325,48 @@ impl Evaluator {
             n_past: n_past + head,
             all_logits: false,
         };
-        self.run_batch(c, w, kv, &tokens[head..], batch, Chain::Start)?;
+        let settings = sampler.next_device_settings();
+        self.run_batch(
+            c,
+            w,
+            kv,
+            &tokens[head..],
+            batch,
+            Chain::Start(pick),
+            settings,
+        )?;
         self.read_device_token(c)
     }
 
-    /// Evaluates, at position `n_past`, the token the previous greedy step
-    /// left on the device, leaving this step's pick in its place; returns
-    /// the pick's read without waiting for it.
+    /// Evaluates, at position `n_past`, the token the previous chained step
+    /// left on the device, leaving this step's pick (by `sampler`) in its
+    /// place; returns the pick's read without waiting for it.
     pub fn submit_chained(
         &mut self,
         c: &ModelConfig,
         w: &Weights,
         kv: &KvCache,
         n_past: usize,
+        sampler: &mut Sampler,
     ) -> Result<PendingToken> {
+        let pick = self.pick_for(sampler)?;
         let batch = Batch {
             n_tokens: 1,
             n_past,
             all_logits: false,
         };
         // The token is on the device; the host's inputs only need its count.
-        self.run_batch(c, w, kv, &[0], batch, Chain::Continue)?;
+        let settings = sampler.next_device_settings();
+        self.run_batch(c, w, kv, &[0], batch, Chain::Continue(pick), settings)?;
         self.read_device_token(c)
     }
 
+    fn pick_for(&self, sampler: &Sampler) -> Result<Pick> {
+        self.chain_pick(sampler)
+            .ok_or_else(|| Error::invalid("these steps cannot pick their tokens on this device"))
+    }
+
     fn read_device_token(&mut self, c: &ModelConfig) -> Result<PendingToken> {
-        if !self.can_chain() {
-            return Err(Error::invalid("greedy steps cannot chain on this device"));
-        }
         let buffer = self
             .device_token
             .as_ref()
@@ -362,7 +384,9 @@ impl Evaluator {
     }
 
     /// Builds (or reuses) the plan of `batch` with `chain`, writes its
-    /// inputs and runs it; returns the plan's index.
+    /// inputs (the device sampler's `settings` where it has them) and runs
+    /// it; returns the plan's index.
+    #[allow(clippy::too_many_arguments)]
     fn run_batch(
         &mut self,
         c: &ModelConfig,
@@ -371,6 +395,7 @@ impl Evaluator {
         tokens: &[u32],
         batch: Batch,
         chain: Chain,
+        settings: [f32; 4],
     ) -> Result<usize> {
         let start = Instant::now();
         let shape = Shape {
@@ -381,8 +406,11 @@ impl Evaluator {
         let plan = &self.plans[at];
         let (step, s) = (&plan.step, &plan.schedule);
         let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv(), c.n_swa);
-        if chain != Chain::Continue {
+        if !matches!(chain, Chain::Continue(_)) {
             self.sched.write_i32(s, step.tokens, &inputs.tokens)?;
+        }
+        if let Some(id) = step.sampler_settings {
+            self.sched.write_f32(s, id, &settings)?;
         }
         self.sched.write_i32(s, step.positions, &inputs.positions)?;
         self.sched.write_f32(s, step.kq_mask, &inputs.kq_mask)?;

@@ -151,8 +151,9 @@ pub struct Generation<'a> {
     pending: Option<u32>,
     /// Yielded, not yet in the cache.
     to_eval: Option<u32>,
-    /// Greedy steps chained on the device (see [`Evaluator::submit_greedy`]):
-    /// their tokens, oldest first, read back while later steps run.
+    /// Steps chained on the device (see [`Evaluator::submit_picked`]), each
+    /// picking its token there: their tokens, oldest first, read back
+    /// while later steps run.
     in_flight: Option<VecDeque<PendingToken>>,
     /// Chained decode steps submitted: step `j` evaluates generated token
     /// `j` at position `prompt + j`.
@@ -212,11 +213,11 @@ impl Model {
         }
         let mut sampler = Sampler::new(opts.sampler())?;
         let start = Instant::now();
-        let chained = opts.temp <= 0.0 && self.eval.can_chain();
+        let chained = self.eval.chain_pick(&sampler).is_some();
         let (c, w, kv) = (&self.config, &self.weights, &self.kv);
         let first = if chained {
             self.eval
-                .submit_greedy(c, w, kv, &prompt[cached..], cached)?
+                .submit_picked(c, w, kv, &prompt[cached..], cached, &mut sampler)?
                 .wait()?
         } else {
             let logits = self.eval.eval(c, w, kv, &prompt[cached..], cached, false)?;
@@ -337,6 +338,7 @@ impl Generation<'_> {
                 self.weights,
                 self.kv,
                 n_past,
+                &mut self.sampler,
             )?);
             self.submitted += 1;
         }

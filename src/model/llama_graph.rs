@@ -71,20 +71,30 @@ impl FlashAttn {
     }
 }
 
-/// Where a step's token comes from, and whether its greedy pick stays on
-/// the device for the next step (pipelined greedy decoding: the host
-/// submits step N+1 before it has read step N's token).
+/// Where a step's token comes from, and whether its pick stays on the
+/// device for the next step (pipelined decoding: the host submits step
+/// N+1 before it has read step N's token).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Chain {
     /// Token ids written by the host; the host reads the logits.
     #[default]
     Off,
-    /// Token ids written by the host; the last position's argmax is also
+    /// Token ids written by the host; the last position's pick is also
     /// written to the device token.
-    Start,
-    /// One token, the device token (the previous step's argmax), which
-    /// this step's argmax then replaces.
-    Continue,
+    Start(Pick),
+    /// One token, the device token (the previous step's pick), which this
+    /// step's pick then replaces.
+    Continue(Pick),
+}
+
+/// How a chained step picks its token on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pick {
+    /// The largest logit (greedy).
+    Greedy,
+    /// The sampler: the `k` largest logits, then top-p, min-p, temperature
+    /// and a draw with the settings written to [`StepGraph::sampler_settings`].
+    TopK(usize),
 }
 
 /// What a graph is built for: batches of one shape share one graph.
@@ -148,6 +158,9 @@ pub struct StepGraph {
     pub v_rows: TensorId,
     /// f32 logits `[n_vocab, n_tokens]` or `[n_vocab, 1]`.
     pub logits: TensorId,
+    /// f32 `[4]`, a sampled chained step's temperature, top-p, ln min-p and
+    /// uniform draw ([`crate::graph::Op::SampleTopK`]).
+    pub sampler_settings: Option<TensorId>,
 }
 
 /// The i32 token a chained step leaves on the device (see [`Chain`]),
@@ -384,7 +397,8 @@ pub fn build(
             kv.n_ctx()
         )));
     }
-    if chain != Chain::Off && all_logits || chain == Chain::Continue && n != 1 {
+    let continues = matches!(chain, Chain::Continue(_));
+    if chain != Chain::Off && all_logits || continues && n != 1 {
         return Err(Error::invalid(format!(
             "a chained graph ({chain:?}) of {n} tokens with all logits: {all_logits}"
         )));
@@ -396,8 +410,8 @@ pub fn build(
 
     let mut g = Graph::new();
     let tokens = match chain {
-        Chain::Continue => device_token_input(&mut g, device_token)?,
-        Chain::Off | Chain::Start => g.input("inp_tokens", DType::I32, &[n])?,
+        Chain::Continue(_) => device_token_input(&mut g, device_token)?,
+        Chain::Off | Chain::Start(_) => g.input("inp_tokens", DType::I32, &[n])?,
     };
     let positions = g.input("inp_pos", DType::I32, &[n])?;
     let kq_mask = g.input("KQ_mask", DType::F32, &[n_kv, n])?;
@@ -540,16 +554,14 @@ pub fn build(
     };
     g.set_name(logits, "result_output")?;
     g.set_output(logits)?;
-    match chain {
-        Chain::Off => {}
-        Chain::Start => {
+    let sampler_settings = match chain {
+        Chain::Off => None,
+        Chain::Start(pick) => {
             let next = device_token_input(&mut g, device_token)?;
-            g.argmax_into(logits, next)?;
+            pick_into(&mut g, pick, logits, next)?
         }
-        Chain::Continue => {
-            g.argmax_into(logits, tokens)?;
-        }
-    }
+        Chain::Continue(pick) => pick_into(&mut g, pick, logits, tokens)?,
+    };
     Ok(StepGraph {
         graph: g,
         shape,
@@ -559,5 +571,27 @@ pub fn build(
         kq_mask_swa,
         v_rows,
         logits,
+        sampler_settings,
     })
+}
+
+/// Writes the pick from `logits` into `dst`; returns the sampler's
+/// settings input, if it has one.
+fn pick_into(
+    g: &mut Graph,
+    pick: Pick,
+    logits: TensorId,
+    dst: TensorId,
+) -> Result<Option<TensorId>> {
+    match pick {
+        Pick::Greedy => {
+            g.argmax_into(logits, dst)?;
+            Ok(None)
+        }
+        Pick::TopK(k) => {
+            let settings = g.input("sampler_settings", DType::F32, &[4])?;
+            g.sample_into(logits, k, settings, dst)?;
+            Ok(Some(settings))
+        }
+    }
 }

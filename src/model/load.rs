@@ -409,16 +409,19 @@ impl Model {
         self.eval.set_plan_reuse(reuse);
     }
 
-    /// Whether greedy generation pipelines its steps (the default where the
-    /// whole model runs on one GPU): each step's token is picked by an
-    /// argmax on the device and read back while the next step already
-    /// runs. Off, every step reads its logits back and the host picks the
-    /// token (the same tokens, one step at a time).
+    /// Whether generation pipelines its steps (the default where the whole
+    /// model runs on one GPU): each step's token is picked on the device
+    /// (an argmax when greedy, else the sampler's top-k and draw, for top-k
+    /// up to [`crate::graph::MAX_SAMPLE_TOP_K`]) and read back while the
+    /// next step already runs. Off, every step reads its logits back and
+    /// the host picks the token (the same tokens, one step at a time; a
+    /// sampled token can differ where the draw falls within float rounding
+    /// of a boundary between two candidates).
     pub fn set_pipelining(&mut self, on: bool) {
         self.eval.set_chaining(on);
     }
 
-    /// Whether greedy generation is pipelined (see [`Model::set_pipelining`]).
+    /// Whether generation is pipelined where the sampler allows (see [`Model::set_pipelining`]).
     pub fn pipelining(&self) -> bool {
         self.eval.can_chain()
     }

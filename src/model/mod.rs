@@ -84,7 +84,7 @@ pub use devices::{BackendChoice, BackendInfo};
 pub use eval::{Evaluator, PendingToken, StepTimes};
 pub use generate::{GenerateOptions, Generation, Piece, StopReason, Timings};
 pub use kv_cache::{KvCache, LayerCache};
-pub use llama_graph::{Chain, FlashAttn};
+pub use llama_graph::{Chain, FlashAttn, Pick};
 pub use load::{LoadOptions, Model, Progress, DEFAULT_N_BATCH, DEFAULT_N_CTX};
 pub use perplexity::Perplexity;
 pub use placement::{GpuSplit, Home, LayerPlacement, SplitMode};

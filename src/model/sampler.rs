@@ -1,6 +1,8 @@
 //! Picking the next token from logits: greedy, or llama.cpp's chain
 //! top-k → top-p → min-p → temperature → a seeded draw.
 
+use super::llama_graph::Pick;
+use crate::graph::MAX_SAMPLE_TOP_K;
 use crate::rng::Rng;
 use crate::{Error, Result};
 
@@ -92,6 +94,44 @@ impl Sampler {
         self.opts.temp <= 0.0
     }
 
+    /// How a pipelined step picks this sampler's tokens on the device: the
+    /// argmax when greedy, the device sampler (top-k, top-p, min-p,
+    /// temperature, a draw, as [`Sampler::sample`] computes them, in f32)
+    /// when top-k keeps 1 to [`MAX_SAMPLE_TOP_K`] tokens; `None` where only
+    /// the host can sample.
+    pub fn device_pick(&self) -> Option<Pick> {
+        match self.opts.top_k {
+            _ if self.is_greedy() => Some(Pick::Greedy),
+            k @ 1..=MAX_SAMPLE_TOP_K => Some(Pick::TopK(k)),
+            _ => None,
+        }
+    }
+
+    /// The settings of the device sampler's next draw: temperature,
+    /// top-p, ln min-p (-inf: off) and the uniform draw, taken from the
+    /// seeded state as [`Sampler::sample`] takes it (greedy sampling draws
+    /// nothing).
+    pub fn next_device_settings(&mut self) -> [f32; 4] {
+        if self.is_greedy() {
+            return [0.0; 4];
+        }
+        let ln_min_p = match self.opts.min_p {
+            m if m > 0.0 => m.ln(),
+            _ => f32::NEG_INFINITY,
+        };
+        [
+            self.opts.temp,
+            self.opts.top_p,
+            ln_min_p,
+            self.uniform() as f32,
+        ]
+    }
+
+    /// A uniform draw in `[0, 1)`.
+    fn uniform(&mut self) -> f64 {
+        (self.rng.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// The next token for `logits` (one value per vocabulary entry).
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
         let empty = || Error::invalid("no logits to sample from");
@@ -107,7 +147,12 @@ impl Sampler {
         if cand.is_empty() {
             return Err(empty());
         }
-        let desc = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // Larger first, the lower index on a tie (+0 and -0 tie, as on the device).
+        let desc = |a: &(u32, f32), b: &(u32, f32)| {
+            b.1.partial_cmp(&a.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.0.cmp(&b.0))
+        };
         let k = self.opts.top_k;
         if k > 0 && k < cand.len() {
             cand.select_nth_unstable_by(k - 1, desc);
@@ -137,7 +182,7 @@ impl Sampler {
         }
 
         let probs = softmax(cand.iter().map(|c| c.1), self.opts.temp);
-        let r = (self.rng.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let r = self.uniform();
         let mut acc = 0.0;
         for (c, p) in cand.iter().zip(&probs) {
             acc += p;

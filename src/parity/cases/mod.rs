@@ -11,6 +11,7 @@ mod norm;
 mod rope;
 mod set_rows;
 mod softmax;
+mod top_k;
 
 use super::Case;
 use crate::{DType, Result};
@@ -34,6 +35,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
         fused::cases,
         flash_attn::cases,
         argmax::cases,
+        top_k::cases,
     ] {
         all.extend(family()?);
     }

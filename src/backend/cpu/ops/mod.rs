@@ -8,6 +8,7 @@ mod mul_mat;
 mod norm;
 mod rope;
 mod softmax;
+pub(crate) mod top_k;
 
 use rayon::prelude::*;
 
@@ -55,6 +56,8 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
             flash_attn::flash_attn(s(0)?, s(1)?, s(2)?, src.get(3).copied(), scale, threads)
         }
         Op::Argmax => argmax::argmax(s(0)?),
+        Op::TopK { k, chunk, pairs } => top_k::top_k(s(0)?, k, chunk, pairs),
+        Op::SampleTopK => top_k::sample_top_k(s(0)?, s(1)?),
     }
 }
 

@@ -59,7 +59,9 @@ fn unary_defs(op: Op) -> Option<(&'static str, &'static str, u32)> {
         | Op::Rope(_)
         | Op::SetRows
         | Op::FlashAttn { .. }
-        | Op::Argmax => return None,
+        | Op::Argmax
+        | Op::TopK { .. }
+        | Op::SampleTopK => return None,
     })
 }
 
@@ -86,7 +88,9 @@ fn binary_defs(op: Op) -> Option<(&'static str, &'static str)> {
         | Op::Rope(_)
         | Op::SetRows
         | Op::FlashAttn { .. }
-        | Op::Argmax => return None,
+        | Op::Argmax
+        | Op::TopK { .. }
+        | Op::SampleTopK => return None,
     })
 }
 

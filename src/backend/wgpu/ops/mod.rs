@@ -12,6 +12,7 @@ mod norm;
 mod rope;
 mod set_rows;
 mod softmax;
+mod top_k;
 
 use super::kernels::KernelKey;
 use super::params::{Params, TensorParams};
@@ -48,6 +49,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         Op::SetRows => set_rows::supports(graph, id),
         Op::FlashAttn { .. } => flash_attn::supports(graph, id),
         Op::Argmax => argmax::supports(graph, id),
+        Op::TopK { .. } | Op::SampleTopK => top_k::supports(graph, id),
     }
 }
 
@@ -177,6 +179,7 @@ pub fn encode(
         Op::SetRows => set_rows::encode(&enc),
         Op::FlashAttn { .. } => flash_attn::encode(&enc),
         Op::Argmax => argmax::encode(&enc),
+        Op::TopK { .. } | Op::SampleTopK => top_k::encode(&enc),
     }
 }
 
