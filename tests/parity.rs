@@ -78,6 +78,15 @@ fn run_op(op: &str) {
 macro_rules! parity_tests {
     ($($name:ident => $op:literal),* $(,)?) => {
         $(#[test] fn $name() { run_op($op); })*
+
+        /// Every op with cases has its test above.
+        #[test]
+        fn every_op_with_cases_is_tested() {
+            let tested = [$($op),*];
+            for case in all_cases().unwrap() {
+                assert!(tested.contains(&case.op), "no parity test runs the {} cases", case.op);
+            }
+        }
     };
 }
 
@@ -100,6 +109,9 @@ parity_tests! {
     mul_mat => "mul_mat",
     fused => "fused",
     flash_attn => "flash_attn_ext",
+    argmax => "argmax",
+    top_k => "top_k",
+    sample_top_k => "sample_top_k",
 }
 
 #[test]
