@@ -1,7 +1,8 @@
 // mul_mat, matrix times matrix on cooperative matrices (tensor cores): a
 // workgroup of eight 32-wide subgroups computes a 128 x 128 tile of d,
-// stepping over K four 8-value units (32 values) at a time, as mul_mm.wgsl
-// does. Each step decodes the tile's weights and gathers the matching
+// stepping over K eight 8-value units (64 values) at a time (the last step
+// of a row of an odd number of four-unit groups is half zeros). Each step
+// decodes the tile's weights and gathers the matching
 // activations into f16 tiles in workgroup memory; each subgroup then
 // multiplies a 32 x 64 block as 2 x 4 16x16x16 products with f32
 // accumulators. Each accumulator goes to d through a 16 x 16 scratch of its
@@ -12,9 +13,9 @@
 
 const TM: u32 = 128u;
 const TN: u32 = 128u;
-// Row stride of the f16 tiles: 32 values and 8 of padding (80 bytes, a
+// Row stride of the f16 tiles: 64 values and 8 of padding (144 bytes, a
 // multiple of 16 as cooperative loads want).
-const SK: u32 = 40u;
+const SK: u32 = 72u;
 
 // ta[m * SK + t]: weight t of the step (unit t / 8, value t % 8) of row m;
 // tb[n * SK + t]: the activation of column n at the same row position.
@@ -54,17 +55,17 @@ fn main(ids: Ids) {
     let k_len = p.b.ne.x;
     let lid = ids.lid;
 
-    // Weight loaders: invocation lid decodes units 2 * (lid & 1) and the
-    // next of row lid >> 1. Activation loaders: position lid & 31 of
-    // columns (lid >> 5) + 8j. Rows and columns past the end read the last
-    // one and are not stored. (Loops of fixed trip counts, so the loads of
-    // one step are all in flight together: a version looping over the
-    // tile with the invocation index as start measured 1.5x slower.)
+    // Weight loaders: invocation lid decodes units 4 * (lid & 1) to 4 *
+    // (lid & 1) + 4 of row lid >> 1. Activation loaders: position lid & 63
+    // of columns (lid >> 6) + 4j. Rows and columns past the end read the
+    // last one and are not stored. (Loops of fixed trip counts, so the
+    // loads of one step are all in flight together: a version looping over
+    // the tile with the invocation index as start measured 1.5x slower.)
     let ma = lid >> 1u;
-    let ja = 2u * (lid & 1u);
+    let ja = 4u * (lid & 1u);
     let arow = addr(p.a, vec4<u32>(0u, min(m0 + ma, p.a.ne.y - 1u), i2 / p.x.z, i3 / p.x.w));
-    let kk = lid & 31u;
-    let cb = lid >> 5u;
+    let kk = lid & 63u;
+    let cb = lid >> 6u;
     let bbase = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
 
     // This subgroup's 32 x 64 block.
@@ -79,31 +80,37 @@ fn main(ids: Ids) {
     var c12: coop_mat16x16<f32, C>;
     var c13: coop_mat16x16<f32, C>;
 
-    let steps = n_units(k_len) / 4u;
+    let units = n_units(k_len);
+    let steps = (units + 7u) / 8u;
     for (var st = 0u; st < steps; st++) {
-        for (var j = 0u; j < 2u; j++) {
-            let w = unit_w(arow, 4u * st + ja + j);
+        for (var j = 0u; j < 4u; j++) {
+            let u = 8u * st + ja + j;
+            // Past the row's last unit (a half step): zeros, not the next row.
+            let w = unit_w(arow, min(u, units - 1u));
+            let live_u = u < units;
             let at = ma * SK + 8u * (ja + j);
             for (var i = 0u; i < 4u; i++) {
-                ta[at + i] = f16(w[0][i]);
-                ta[at + 4u + i] = f16(w[1][i]);
+                ta[at + i] = f16(select(0.0, w[0][i], live_u));
+                ta[at + 4u + i] = f16(select(0.0, w[1][i], live_u));
             }
         }
-        let k = x_elem(4u * st + (kk >> 3u), kk & 7u);
+        let ub = 8u * st + (kk >> 3u);
+        let k = x_elem(min(ub, units - 1u), kk & 7u);
         let bk = bbase + k * p.b.nb.x;
-        for (var j = 0u; j < TN / 8u; j++) {
-            let n = cb + 8u * j;
-            let v = select(0.0, load_b(bk + min(n0 + n, last_col) * p.b.nb.y), k < k_len);
+        let live_k = ub < units && k < k_len;
+        for (var j = 0u; j < TN / 4u; j++) {
+            let n = cb + 4u * j;
+            let v = select(0.0, load_b(bk + min(n0 + n, last_col) * p.b.nb.y), live_k);
             tb[n * SK + kk] = f16(v);
         }
         workgroupBarrier();
-        for (var h = 0u; h < 32u; h += 16u) {
-            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&ta[r0 * SK + h], 40u);
-            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&ta[(r0 + 16u) * SK + h], 40u);
-            let b0 = coopLoad<coop_mat16x16<f16, B>>(&tb[c0 * SK + h], 40u);
-            let b1 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 16u) * SK + h], 40u);
-            let b2 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 32u) * SK + h], 40u);
-            let b3 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 48u) * SK + h], 40u);
+        for (var h = 0u; h < 64u; h += 16u) {
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&ta[r0 * SK + h], 72u);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&ta[(r0 + 16u) * SK + h], 72u);
+            let b0 = coopLoad<coop_mat16x16<f16, B>>(&tb[c0 * SK + h], 72u);
+            let b1 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 16u) * SK + h], 72u);
+            let b2 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 32u) * SK + h], 72u);
+            let b3 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 48u) * SK + h], 72u);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
             c02 = coopMultiplyAdd(a0, b2, c02);

@@ -190,7 +190,7 @@ const COOP_ENABLES: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 const MM_COOP: &[&str] = &[QUANT, MM_TILES, COOP];
 const COOP_TILE: usize = 128;
 const COOP_WG: u32 = 256;
-const COOP_SHARED: u32 = 2 * 128 * 40 * 2 + 8 * 256 * 4 + COOP_WG * 4;
+const COOP_SHARED: u32 = 2 * 128 * 72 * 2 + 8 * 256 * 4 + COOP_WG * 4;
 
 /// Columns up to which the mat-vec kernel runs (as llama.cpp's Vulkan
 /// backend does): a few columns re-read the weights from cache, while the
