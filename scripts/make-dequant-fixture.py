@@ -25,6 +25,9 @@ TYPES = {
     "q4_K": (T.Q4_K, 144, [0, 2]),
     "q5_K": (T.Q5_K, 176, [0, 2]),
     "q6_K": (T.Q6_K, 210, [208]),
+    # Last, so that the types above draw the same bytes as before they came.
+    "q2_K": (T.Q2_K, 84, [80, 82]),
+    "q3_K": (T.Q3_K, 110, [108]),
 }
 BLOCKS = 8
 

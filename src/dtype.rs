@@ -24,6 +24,12 @@ pub enum DType {
     Q5_1,
     /// 32 values: f16 scale + 32 signed bytes.
     Q8_0,
+    /// 256 values: 2-bit codes in 16 groups of 16, each with a 4-bit scale
+    /// and minimum; f16 super-scale and super-minimum.
+    Q2K,
+    /// 256 values: 3-bit codes (2 low bits + a high-bit mask) in 16 groups
+    /// of 16 with 6-bit signed scales; f16 super-scale.
+    Q3K,
     /// 256 values: 4-bit codes in 8 groups of 32, each with a 6-bit scale
     /// and minimum; f16 super-scale and super-minimum.
     Q4K,
@@ -37,7 +43,7 @@ pub enum DType {
 
 impl DType {
     /// Every type wginfer knows.
-    pub const ALL: [DType; 12] = [
+    pub const ALL: [DType; 14] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -49,6 +55,10 @@ impl DType {
         DType::Q4K,
         DType::Q5K,
         DType::Q6K,
+        // After the others, so that the type-derived parity cases before
+        // them keep their seeds.
+        DType::Q2K,
+        DType::Q3K,
         DType::I32,
     ];
 
@@ -57,7 +67,7 @@ impl DType {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
             DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
-            DType::Q4K | DType::Q5K | DType::Q6K => 256,
+            DType::Q2K | DType::Q3K | DType::Q4K | DType::Q5K | DType::Q6K => 256,
         }
     }
 
@@ -71,6 +81,8 @@ impl DType {
             DType::Q5_0 => 22,
             DType::Q5_1 => 24,
             DType::Q8_0 => 34,
+            DType::Q2K => 84,
+            DType::Q3K => 110,
             DType::Q4K => 144,
             DType::Q5K => 176,
             DType::Q6K => 210,
@@ -93,6 +105,8 @@ impl DType {
             DType::Q5_0 => 6,
             DType::Q5_1 => 7,
             DType::Q8_0 => 8,
+            DType::Q2K => 10,
+            DType::Q3K => 11,
             DType::Q4K => 12,
             DType::Q5K => 13,
             DType::Q6K => 14,
@@ -116,6 +130,8 @@ impl DType {
             DType::Q5_0 => "q5_0",
             DType::Q5_1 => "q5_1",
             DType::Q8_0 => "q8_0",
+            DType::Q2K => "q2_K",
+            DType::Q3K => "q3_K",
             DType::Q4K => "q4_K",
             DType::Q5K => "q5_K",
             DType::Q6K => "q6_K",
@@ -159,7 +175,10 @@ mod tests {
             assert_eq!(DType::from_ggml_id(t.ggml_id()), Some(t));
             assert_eq!(DType::from_name(t.name()), Some(t));
         }
-        assert_eq!(DType::from_ggml_id(10), None); // q2_K: not supported
+        assert_eq!(DType::from_ggml_id(10), Some(DType::Q2K));
+        assert_eq!(DType::from_ggml_id(15), None); // q8_K: not supported
+        assert_eq!(DType::Q2K.row_bytes(512).unwrap(), 168);
+        assert_eq!(DType::Q3K.row_bytes(256).unwrap(), 110);
         assert_eq!(DType::Q6K.row_bytes(512).unwrap(), 420);
         assert_eq!(DType::Q4K.row_bytes(512).unwrap(), 288);
         assert_eq!(DType::Q5_1.row_bytes(64).unwrap(), 48);

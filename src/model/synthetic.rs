@@ -197,6 +197,8 @@ fn scale_offsets(dtype: DType) -> &'static [usize] {
         DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
         DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
         DType::Q6K => &[208],
+        DType::Q2K => &[80, 82],
+        DType::Q3K => &[108],
         DType::F32 | DType::F16 | DType::BF16 | DType::I32 => &[],
     }
 }
@@ -261,7 +263,11 @@ mod tests {
         };
         let q4k = SyntheticLlama::preset("1b:q4_K").unwrap();
         assert_eq!(q4k.weight_type, DType::Q4K);
-        assert!(SyntheticLlama::preset("1b:q3_K").is_err());
+        assert_eq!(
+            SyntheticLlama::preset("1b:q3_K").unwrap().weight_type,
+            DType::Q3K
+        );
+        assert!(SyntheticLlama::preset("1b:q8_K").is_err());
         assert!(SyntheticLlama::preset("1b:i32").is_err());
         let path = std::env::temp_dir().join(format!("wginfer-synth-{}.gguf", std::process::id()));
         spec.write(&path, 1).unwrap();

@@ -531,14 +531,14 @@ mod tests {
         let _ = std::fs::remove_file(path);
 
         let mut w = GgufWriter::new();
-        w.add_tensor_raw("blk.0.odd", 11, &[256], vec![0u8; 110])
-            .unwrap(); // q3_K
+        w.add_tensor_raw("blk.0.odd", 23, &[256], vec![0u8; 136])
+            .unwrap(); // iq4_xs
         let path = write("bad", &mut w);
         let file = GgufFile::open(&path).unwrap();
         let e = Weights::plan(&file, &[cpu], &|_, _| Home::On(0), &[])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("tensor 'blk.0.odd' has type q3_K"), "{e}");
+        assert!(e.contains("tensor 'blk.0.odd' has type iq4_xs"), "{e}");
         drop(file);
         let _ = std::fs::remove_file(path);
     }

@@ -12,6 +12,8 @@
 //! every target wgpu supports, as GGUF requires.
 
 pub mod f16_dot;
+mod q2_k;
+mod q3_k;
 mod q4_0;
 mod q4_1;
 mod q4_k;
@@ -21,6 +23,8 @@ mod q6_k;
 mod q8_0;
 pub mod q8_dot;
 
+pub use q2_k::BlockQ2K;
+pub use q3_k::BlockQ3K;
 pub use q4_0::BlockQ4_0;
 pub use q4_1::BlockQ4_1;
 pub use q4_k::BlockQ4K;
@@ -79,6 +83,8 @@ pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()>
         DType::Q5_0 => dequantize_blocks::<BlockQ5_0>(bytes, out),
         DType::Q5_1 => dequantize_blocks::<BlockQ5_1>(bytes, out),
         DType::Q8_0 => dequantize_blocks::<BlockQ8_0>(bytes, out),
+        DType::Q2K => dequantize_blocks::<BlockQ2K>(bytes, out),
+        DType::Q3K => dequantize_blocks::<BlockQ3K>(bytes, out),
         DType::Q4K => dequantize_blocks::<BlockQ4K>(bytes, out),
         DType::Q5K => dequantize_blocks::<BlockQ5K>(bytes, out),
         DType::Q6K => dequantize_blocks::<BlockQ6K>(bytes, out),
@@ -110,6 +116,8 @@ pub fn quantize_row(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
         DType::Q5_0 => quantize_blocks::<BlockQ5_0>(values, &mut bytes),
         DType::Q5_1 => quantize_blocks::<BlockQ5_1>(values, &mut bytes),
         DType::Q8_0 => quantize_blocks::<BlockQ8_0>(values, &mut bytes),
+        DType::Q2K => quantize_blocks::<BlockQ2K>(values, &mut bytes),
+        DType::Q3K => quantize_blocks::<BlockQ3K>(values, &mut bytes),
         DType::Q4K => quantize_blocks::<BlockQ4K>(values, &mut bytes),
         DType::Q5K => quantize_blocks::<BlockQ5K>(values, &mut bytes),
         DType::Q6K => quantize_blocks::<BlockQ6K>(values, &mut bytes),
@@ -143,6 +151,8 @@ pub fn dot_row(dtype: DType, bytes: &[u8], x: &[f32]) -> Result<f32> {
         DType::Q5_0 => dot_blocks::<BlockQ5_0>(bytes, x),
         DType::Q5_1 => dot_blocks::<BlockQ5_1>(bytes, x),
         DType::Q8_0 => dot_blocks::<BlockQ8_0>(bytes, x),
+        DType::Q2K => dot_blocks::<BlockQ2K>(bytes, x),
+        DType::Q3K => dot_blocks::<BlockQ3K>(bytes, x),
         DType::Q4K => dot_blocks::<BlockQ4K>(bytes, x),
         DType::Q5K => dot_blocks::<BlockQ5K>(bytes, x),
         DType::Q6K => dot_blocks::<BlockQ6K>(bytes, x),
@@ -214,6 +224,12 @@ fn max_magnitude(values: &[f32]) -> f32 {
     values
         .iter()
         .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m })
+}
+
+/// ggml's `nearest_int`: `x` rounded half to even (the K-quant reference
+/// quantizers ported from ggml round with it), saturating.
+fn nearest_int(x: f32) -> i32 {
+    x.round_ties_even() as i32
 }
 
 /// `1 / d`, or 0 for `d == 0` so that an all-zero block quantizes to zeros

@@ -107,9 +107,10 @@ pub(crate) fn quantize_codes(
     codes
 }
 
-/// What q4_K and q5_K blocks share: 8 sub-blocks of 32 values, each
-/// `step * code - offset`.
-pub(crate) trait SubBlocks {
+/// What the K-quant blocks with minimums or signed codes share: 256
+/// values in sub-blocks of `LEN` (32 for q4_K and q5_K, 16 for q2_K and
+/// q3_K), each `step * code - offset`.
+pub(crate) trait SubBlocks<const LEN: usize> {
     /// Code of value `l` of sub-block `s`.
     fn code(&self, s: usize, l: usize) -> f32;
     /// Step and offset of sub-block `s`.
@@ -117,7 +118,7 @@ pub(crate) trait SubBlocks {
 
     fn dequantize_sub_blocks(&self, out: &mut [f32]) {
         let out: &mut [f32; 256] = as_block_mut(out);
-        for (s, y) in out.chunks_exact_mut(32).enumerate() {
+        for (s, y) in out.chunks_exact_mut(LEN).enumerate() {
             let (step, offset) = self.step_offset(s);
             for (l, y) in y.iter_mut().enumerate() {
                 *y = step * self.code(s, l) - offset;
@@ -129,17 +130,17 @@ pub(crate) trait SubBlocks {
     fn dot_sub_blocks(&self, x: &[f32]) -> f32 {
         let x: &[f32; 256] = as_block(x);
         let mut sum = 0.0;
-        for (s, xs) in x.chunks_exact(32).enumerate() {
+        for (s, xs) in x.chunks_exact(LEN).enumerate() {
             let (step, offset) = self.step_offset(s);
-            let qx = sum_lanes::<32>(|l| self.code(s, l) * xs[l]);
-            let sx = sum_lanes::<32>(|l| xs[l]);
+            let qx = sum_lanes::<LEN>(|l| self.code(s, l) * xs[l]);
+            let sx = sum_lanes::<LEN>(|l| xs[l]);
             sum += step * qx - offset * sx;
         }
         sum
     }
 }
 
-impl SubBlocks for BlockQ4K {
+impl SubBlocks<32> for BlockQ4K {
     #[inline(always)]
     fn code(&self, s: usize, l: usize) -> f32 {
         let b = self.qs[32 * (s / 2) + l];

@@ -28,7 +28,7 @@ pub struct BlockQ5K {
 
 const _: () = assert!(size_of::<BlockQ5K>() == DType::Q5K.block_bytes());
 
-impl SubBlocks for BlockQ5K {
+impl SubBlocks<32> for BlockQ5K {
     #[inline(always)]
     fn code(&self, s: usize, l: usize) -> f32 {
         let lo = (self.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xF;

@@ -90,7 +90,7 @@ impl Q8Row {
 
 /// Whether [`dot`] takes rows of `dtype`.
 pub fn supports(dtype: DType) -> bool {
-    dtype.is_quantized()
+    dtype.is_quantized() && !matches!(dtype, DType::Q2K | DType::Q3K)
 }
 
 /// Dot product of a row of `dtype` weights (`bytes`, dense blocks) with
@@ -130,7 +130,7 @@ pub fn dots(dtype: DType, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result
         DType::Q4K => with_blocks(bytes, |b| (kernels.q4_k)(b, xs, out)),
         DType::Q5K => with_blocks(bytes, |b| (kernels.q5_k)(b, xs, out)),
         DType::Q6K => with_blocks(bytes, |b| (kernels.q6_k)(b, xs, out)),
-        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => {
+        DType::F32 | DType::F16 | DType::BF16 | DType::Q2K | DType::Q3K | DType::I32 => {
             return Err(Error::UnsupportedType(format!("q8 dots of {dtype} rows")))
         }
     }
@@ -770,7 +770,7 @@ mod tests {
         let x = values(n, 7);
         let mut xq = Q8Row::default();
         xq.quantize(&x).unwrap();
-        for dtype in DType::ALL.into_iter().filter(|t| t.is_quantized()) {
+        for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
             let w = quantize_row(dtype, &values(n, 99)).unwrap();
             let exact = dot_row(dtype, &w, &x).unwrap();
             let fast = dot(dtype, &w, &xq).unwrap();
@@ -808,7 +808,7 @@ mod tests {
                 q
             })
             .collect();
-        for dtype in DType::ALL.into_iter().filter(|t| t.is_quantized()) {
+        for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
             let w = quantize_row(dtype, &values(n, 5)).unwrap();
             let mut got = [0.0; 6];
             dots(dtype, &w, &xs, &mut got).unwrap();

@@ -150,6 +150,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             false,
             true
         ),
-        DType::I32 => return None,
+        DType::Q2K | DType::Q3K | DType::I32 => return None,
     })
 }
