@@ -381,7 +381,7 @@ type FastCase = (DType, usize, usize, [usize; 4], [usize; 4]);
 fn quantized_dots_stay_within_the_mul_mat_limit() {
     let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
     let mut rng = Rng::new(11);
-    let cases: [FastCase; 13] = [
+    let cases: [FastCase; 15] = [
         (DType::Q4_0, 256, 13, [256, 1, 1, 1], NO_PERMUTE),
         (DType::Q4_1, 96, 7, [96, 9, 1, 1], NO_PERMUTE),
         (DType::Q8_0, 512, 5, [512, 3, 2, 1], NO_PERMUTE),
@@ -392,6 +392,8 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
         (DType::Q5_1, 96, 4, [96, 1, 2, 1], NO_PERMUTE),
         (DType::Q4K, 512, 6, [512, 2, 1, 1], NO_PERMUTE),
         (DType::Q5K, 256, 5, [256, 3, 1, 1], NO_PERMUTE),
+        (DType::Q2K, 512, 5, [512, 5, 1, 1], NO_PERMUTE),
+        (DType::Q3K, 256, 7, [256, 2, 3, 1], [0, 2, 1, 3]),
         (DType::F16, 40, 6, [40, 3, 1, 1], NO_PERMUTE),
         // Attention's shapes: K cache rows of a head times a permuted query.
         (DType::F16, 64, 9, [64, 5, 3, 1], [0, 2, 1, 3]),

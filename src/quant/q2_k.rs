@@ -11,7 +11,7 @@ use half::f16;
 ///
 /// Value `p` of sub-block `s = p / 16` is `d * sc(s) * code - dmin * mn(s)`
 /// with `sc(s)` the low and `mn(s)` the high nibble of `scales[s]`. The codes
-/// are laid out as ggml does (see [`low_bits`]).
+/// are laid out as ggml does (see `low_bits`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BlockQ2K {

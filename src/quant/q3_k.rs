@@ -12,8 +12,8 @@ use half::f16;
 ///
 /// Value `p` of sub-block `s = p / 16` is `d * (sc(s) - 32) * code` with
 /// `code = low - 4 * (1 - high)`: `low` the 2-bit field of `qs` in q2_K's
-/// layout ([`super::q2_k`]), `high` bit `p / 32` of `hmask[p % 32]` (a set
-/// bit means no offset). `sc(s)` is 6 bits (see [`scale`]).
+/// layout (`quant::q2_k`), `high` bit `p / 32` of `hmask[p % 32]` (a set
+/// bit means no offset). `sc(s)` is 6 bits (see `scale`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BlockQ3K {

@@ -2,18 +2,23 @@
 //! quantized to 8 bits per 32-value block ([`Q8Row`], ggml's q8_0/q8_1:
 //! codes against the f32 scale, the scale kept as f16), then integer dot
 //! products of weight blocks with them, one multiply by both scales per
-//! block (per 32-value sub-block for the K-quants).
+//! block (per 32-value sub-block for the K-quants; q2_K, q3_K and q6_K
+//! sum their 16-value sub-blocks' integer scales first).
 //!
-//! Every block type has plain-Rust loops; on x86-64, every type but q6_K
-//! also has AVX2 loops, chosen at run time when the CPU has AVX2, FMA and
-//! F16C (ggml's main path there). Quantizing the activations costs
-//! accuracy within the limits llama.cpp's test-backend-ops allows for
-//! quantized mul_mat; [`crate::quant::dot_row`] stays the exact reference.
+//! Every block type has plain-Rust loops; on x86-64, every type also has
+//! AVX2 loops (q2_K's and q3_K's in `two_bit`), chosen at run time when
+//! the CPU has AVX2, FMA and F16C (ggml's main path there). Quantizing the
+//! activations costs accuracy within the limits llama.cpp's test-backend-ops
+//! allows for quantized mul_mat; [`crate::quant::dot_row`] stays the exact
+//! reference.
 
 use half::f16;
 
+use super::{BlockQ2K, BlockQ3K};
 use super::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0};
 use crate::{DType, Error, Result};
+
+mod two_bit;
 
 const BLOCK: usize = 32;
 
@@ -90,7 +95,7 @@ impl Q8Row {
 
 /// Whether [`dot`] takes rows of `dtype`.
 pub fn supports(dtype: DType) -> bool {
-    dtype.is_quantized() && !matches!(dtype, DType::Q2K | DType::Q3K)
+    dtype.is_quantized()
 }
 
 /// Dot product of a row of `dtype` weights (`bytes`, dense blocks) with
@@ -130,7 +135,9 @@ pub fn dots(dtype: DType, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result
         DType::Q4K => with_blocks(bytes, |b| (kernels.q4_k)(b, xs, out)),
         DType::Q5K => with_blocks(bytes, |b| (kernels.q5_k)(b, xs, out)),
         DType::Q6K => with_blocks(bytes, |b| (kernels.q6_k)(b, xs, out)),
-        DType::F32 | DType::F16 | DType::BF16 | DType::Q2K | DType::Q3K | DType::I32 => {
+        DType::Q2K => with_blocks(bytes, |b| (kernels.q2_k)(b, xs, out)),
+        DType::Q3K => with_blocks(bytes, |b| (kernels.q3_k)(b, xs, out)),
+        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => {
             return Err(Error::UnsupportedType(format!("q8 dots of {dtype} rows")))
         }
     }
@@ -156,6 +163,8 @@ struct Kernels {
     q4_k: Columns<BlockQ4K>,
     q5_k: Columns<BlockQ5K>,
     q6_k: Columns<BlockQ6K>,
+    q2_k: Columns<BlockQ2K>,
+    q3_k: Columns<BlockQ3K>,
 }
 
 /// Calls `f` with `bytes` as blocks: in place when aligned (GGUF aligns
@@ -192,6 +201,8 @@ fn kernels() -> &'static Kernels {
                 q4_k: |b, xs, out| unsafe { avx2::q4_k(b, xs, out) },
                 q5_k: |b, xs, out| unsafe { avx2::q5_k(b, xs, out) },
                 q6_k: |b, xs, out| unsafe { avx2::q6_k(b, xs, out) },
+                q2_k: |b, xs, out| unsafe { two_bit::avx2::q2_k(b, xs, out) },
+                q3_k: |b, xs, out| unsafe { two_bit::avx2::q3_k(b, xs, out) },
             };
         }
         Kernels {
@@ -203,6 +214,8 @@ fn kernels() -> &'static Kernels {
             q4_k: |b, xs, out| each_column(b, xs, out, portable::q4_k),
             q5_k: |b, xs, out| each_column(b, xs, out, portable::q5_k),
             q6_k: |b, xs, out| each_column(b, xs, out, portable::q6_k),
+            q2_k: |b, xs, out| each_column(b, xs, out, two_bit::portable::q2_k),
+            q3_k: |b, xs, out| each_column(b, xs, out, two_bit::portable::q3_k),
         }
     })
 }
@@ -348,6 +361,20 @@ mod portable {
         )
     }
 
+    /// Σ code * x-code over each 16-value half of a 32-value x-block (the
+    /// K-quants with 16-value sub-blocks give each half its own scale).
+    pub fn half_dots(codes: &[i8], xq: &[i8]) -> [i32; 2] {
+        let mut sums = [0i32; 2];
+        for (s, (c, x)) in sums.iter_mut().zip(codes.chunks(16).zip(xq.chunks(16))) {
+            *s = c
+                .iter()
+                .zip(x)
+                .map(|(&c, &x)| i32::from(c) * i32::from(x))
+                .sum();
+        }
+        sums
+    }
+
     /// q6_K: d * scale * code, one scale per 16 values (two per x-block).
     pub fn q6_k(blocks: &[BlockQ6K], x: &Q8Row) -> f32 {
         let mut acc = 0.0f32;
@@ -367,11 +394,7 @@ mod portable {
                 .zip(x.q[BLOCK * 8 * i..][..256].chunks_exact(BLOCK))
                 .enumerate()
             {
-                let (mut s0, mut s1) = (0i32, 0i32);
-                for l in 0..16 {
-                    s0 += i32::from(c[l]) * i32::from(xq[l]);
-                    s1 += i32::from(c[l + 16]) * i32::from(xq[l + 16]);
-                }
+                let [s0, s1] = half_dots(c, xq);
                 let sc = |g: usize| i32::from(w.scales[2 * s + g]);
                 block += x.d[8 * i + s] * (sc(0) * s0 + sc(1) * s1) as f32;
             }
@@ -415,7 +438,7 @@ mod avx2 {
 
     /// Σ of eight f32 lanes.
     #[target_feature(enable = "avx2,fma")]
-    fn sum8(v: __m256) -> f32 {
+    pub(super) fn sum8(v: __m256) -> f32 {
         let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
@@ -436,14 +459,14 @@ mod avx2 {
 
     /// Eight i32 partial sums of unsigned `u` times signed `s`, bytewise.
     #[target_feature(enable = "avx2,fma")]
-    fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256 {
+    pub(super) fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256 {
         let pairs = _mm256_maddubs_epi16(u, s);
         _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
     }
 
     /// A block's 32 activation codes.
     #[target_feature(enable = "avx2,fma")]
-    fn codes(xq: &[i8]) -> __m256i {
+    pub(super) fn codes(xq: &[i8]) -> __m256i {
         assert!(xq.len() >= BLOCK);
         // SAFETY: checked above: 32 readable bytes; the load is unaligned.
         unsafe { _mm256_loadu_si256(xq.as_ptr().cast()) }
@@ -451,7 +474,7 @@ mod avx2 {
 
     /// An f16 scale as f32, with F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn scale(h: f16) -> f32 {
+    pub(super) fn scale(h: f16) -> f32 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h.to_bits()))))
     }
 
@@ -507,7 +530,7 @@ mod avx2 {
     /// Each column's dot into `out`: four columns at a time through `four`
     /// (which reads each weight block once for them), the rest through `one`.
     #[inline(always)]
-    fn by_fours(
+    pub(super) fn by_fours(
         xs: &[Q8Row],
         out: &mut [f32],
         four: impl Fn(&[Q8Row; 4]) -> [f32; 4],
@@ -790,6 +813,8 @@ mod tests {
                 DType::Q4K => with_blocks(&w, |b| portable::q4_k(b, &xq)),
                 DType::Q5K => with_blocks(&w, |b| portable::q5_k(b, &xq)),
                 DType::Q6K => with_blocks(&w, |b| portable::q6_k(b, &xq)),
+                DType::Q2K => with_blocks(&w, |b| two_bit::portable::q2_k(b, &xq)),
+                DType::Q3K => with_blocks(&w, |b| two_bit::portable::q3_k(b, &xq)),
                 _ => fast,
             };
             // Integer sums are exact; only the f32 accumulation order may differ.
