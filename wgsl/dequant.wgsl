@@ -1,8 +1,8 @@
 // Element j of one quantized block starting at byte `b` of binding a, one
 // function per type (layouts as in src/quant/*.rs). A kernel picks one in
-// its defs as `fn dequant(b, j)`. Blocks of 18, 22 and 34 bytes need not be
-// 4-byte aligned, and a view may start at any byte, so halves and bytes are
-// read byte by byte.
+// its defs as `fn dequant(b, j)`. Blocks of 18, 22, 34 and 110 bytes need
+// not be 4-byte aligned, and a view may start at any byte, so halves and
+// bytes are read byte by byte.
 
 fn blk_f16(byte: u32) -> f32 {
     return unpack2x16float(a_u8(byte) | (a_u8(byte + 1u) << 8u)).x;
@@ -99,4 +99,32 @@ fn q4_k_value(b: u32, j: u32) -> f32 {
 fn q5_k_value(b: u32, j: u32) -> f32 {
     let hi = (a_u8(b + 16u + (j & 31u)) >> (j >> 5u)) & 1u;
     return k_value(b, j, k_nibble(b + 48u, j) | (hi << 4u));
+}
+
+// The 2-bit field of value j of a q2_K/q3_K block whose qs[64] start at
+// byte qs: bits 2((j / 32) % 4).. of qs[32(j / 128) + j % 32].
+fn k2_bits(qs: u32, j: u32) -> u32 {
+    return (a_u8(qs + 32u * (j >> 7u) + (j & 31u)) >> (2u * ((j >> 5u) & 3u))) & 3u;
+}
+
+// q2_K (84 bytes): scales[16] (per 16 values, the scale in the low nibble
+// and the min in the high one), qs[64], f16 d, f16 dmin; value = d * scale
+// * code - dmin * min.
+fn q2_k_value(b: u32, j: u32) -> f32 {
+    let sm = a_u8(b + (j >> 4u));
+    return blk_f16(b + 80u) * f32(sm & 15u) * f32(k2_bits(b + 16u, j)) - blk_f16(b + 82u) * f32(sm >> 4u);
+}
+
+// q3_K (110 bytes): hmask[32], qs[64], 12 bytes of 6-bit scales, f16 d.
+// Scale s (per 16 values, stored plus 32) has its low 4 bits in nibble
+// s / 8 of scale byte s % 8 and its top 2 bits at 2(s / 4) in byte
+// 8 + s % 4; the high bit of value j's code is bit j / 32 of hmask[j % 32].
+// value = d * (scale - 32) * (low bits + 4 * high bit - 4).
+fn q3_k_value(b: u32, j: u32) -> f32 {
+    let s = j >> 4u;
+    let lo = (a_u8(b + 96u + (s & 7u)) >> (4u * (s >> 3u))) & 15u;
+    let hi = (a_u8(b + 104u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+    let h = (a_u8(b + (j & 31u)) >> (j >> 5u)) & 1u;
+    let q = i32(k2_bits(b + 32u, j) | (h << 2u)) - 4;
+    return blk_f16(b + 108u) * f32(i32(lo | (hi << 4u)) - 32) * f32(q);
 }

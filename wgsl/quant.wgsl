@@ -4,11 +4,12 @@
 // them across rows. Units are numbered so that consecutive units read
 // consecutive words: a q4_0/q4_1/q5_0/q5_1 unit is one code word of a block
 // (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K/q5_K unit
-// two (nibbles of one sub-block), a q6_K unit one ql and one qh word;
+// two (nibbles of one sub-block), a q2_K/q3_K unit two (2-bit fields of
+// eight consecutive values), a q6_K unit one ql and one qh word;
 // f32/f16 rows are read in groups of 64 values, 8 invocations side by side
 // reading interleaved words.
 //
-// Blocks of 18, 22, 34 and 210 bytes are not 4-byte aligned: the decoders
+// Blocks of 18, 22, 34, 110 and 210 bytes are not 4-byte aligned: the decoders
 // read whole words and funnel-shift them (no byte loads). The word after the last
 // one may lie past the binding; wgpu clamps such reads and the shifted-out
 // bits are discarded.
@@ -325,9 +326,70 @@ fn q6_unit(ql: u32, qh: u32, pb: u32, steps: vec2<f32>) -> Unit {
     return Unit(q6_codes(ql, qh, 0u, 2u * pb) * steps.x, q6_codes(ql, qh, 4u, 2u * pb + 4u) * steps.y);
 }
 
+// q2_K (84 bytes): scales[16] (per 16 values, scale in the low nibble, min
+// in the high one), qs[64], f16 d, f16 dmin; value = d * scale * code -
+// dmin * min. q3_K (110 bytes): hmask[32], qs[64], 12 bytes of 6-bit
+// scales, f16 d; value = d * (scale - 32) * (code - 4), the code's third
+// bit in hmask. Their units are eight consecutive values (x_elem_linear):
+// unit r (0..32) of a block is values 8r..8r+8, of sub-block r / 2, whose
+// 2-bit fields are bits 2((r / 4) % 4).. of qs bytes 32(r / 16) + 8(r % 4)..
+// and whose third bits are bit r / 4 of hmask bytes 8(r % 4)...
+
+// The 2-bit fields of unit r of a q2_K/q3_K block whose qs start at byte
+// qs, as the low nibbles of two words.
+fn k2_words(qs: u32, r: u32) -> vec2<u32> {
+    let q = a_vec2_at(qs + 32u * (r >> 4u) + 8u * (r & 3u));
+    return (q >> vec2<u32>(2u * ((r >> 2u) & 3u))) & vec2<u32>(0x03030303u);
+}
+
+// Third bits `bit` of eight (q3_K hmask) bytes, as 4s in each byte.
+fn k3_high(h: vec2<u32>, bit: u32) -> vec2<u32> {
+    return ((h >> vec2<u32>(bit)) & vec2<u32>(0x01010101u)) << vec2<u32>(2u);
+}
+
+// Step and offset (d * scale, dmin * min) of the q2_K sub-blocks whose
+// scale bytes are the low (x, y) and next (z, w) bytes of `sm`, of a block
+// with super-scale and super-minimum dm.
+fn q2_k_heads(sm: u32, dm: vec2<f32>) -> vec4<f32> {
+    let b = vec4<u32>(sm, sm >> 4u, sm >> 8u, sm >> 12u) & vec4<u32>(15u);
+    return vec4<f32>(b) * vec4<f32>(dm, dm);
+}
+
+fn dq_q2_k(s: u32, r: u32) -> Unit {
+    let h = q2_k_heads(a_u32_at(s + (r >> 1u)), unpack2x16float(a_u32_at(s + 80u)));
+    let q = k2_words(s + 16u, r);
+    let step = vec4<f32>(h.x);
+    let offset = vec4<f32>(-h.y);
+    return Unit(fma(nib_lo(q.x), step, offset), fma(nib_lo(q.y), step, offset));
+}
+
+// Signed scale (-32..31) of q3_K sub-block `sub`, the 12 scale bytes held
+// as three words.
+fn q3_k_scale(w: vec3<u32>, sub: u32) -> f32 {
+    let lo = (k4_byte(w, sub & 7u) >> (4u * (sub >> 3u))) & 15u;
+    let hi = (k4_byte(w, 8u + (sub & 3u)) >> (2u * (sub >> 2u))) & 3u;
+    return f32(i32(lo | (hi << 4u)) - 32);
+}
+
+// The steps (d times the scale) of q3_K sub-blocks `sub` and `sub` + 1 of
+// the block at s.
+fn q3_k_steps(s: u32, sub: u32) -> vec2<f32> {
+    let sc = vec3<u32>(a_u32_at(s + 96u), a_u32_at(s + 100u), a_u32_at(s + 104u));
+    let d = f16_lo(a_u32_at(s + 108u));
+    return d * vec2<f32>(q3_k_scale(sc, sub), q3_k_scale(sc, sub + 1u));
+}
+
+fn dq_q3_k(s: u32, r: u32) -> Unit {
+    let q = k2_words(s + 32u, r) | k3_high(a_vec2_at(s + 8u * (r & 3u)), r >> 2u);
+    let step = vec4<f32>(q3_k_steps(s, r >> 1u).x);
+    let offset = -4.0 * step;
+    return Unit(fma(nib_lo(q.x), step, offset), fma(nib_lo(q.y), step, offset));
+}
+
 // The mat-vec kernel reads a row four units (a "quad") at a time. A quad
 // of q4_0, q4_1, q5_0, q5_1 or q8_0 is one block, of q4_K or q5_K one
-// sub-block and of q6_K 16 positions of one ql and qh row, so its scales
+// sub-block, of q2_K or q3_K 32 values (two sub-blocks) and of q6_K 16
+// positions of one ql and qh row, so its scales
 // are loaded and decoded once for all four units, and its code words are
 // adjacent (a_vec4_at); a float quad is one unit (`float_quad`).
 // A q4_0/q4_1/q4_K/q8_0 unit is a "chunk": its code words, and its (sub-)
@@ -496,6 +558,48 @@ fn q4_k_quad(s: u32, sub: u32) -> QChunkQuad {
     let at = s + 16u + 32u * (sub >> 1u);
     let sh = vec4<u32>(4u * (sub & 1u));
     return pair_quad(vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y), a_vec4_at(at) >> sh, a_vec4_at(at + 16u) >> sh);
+}
+
+// Four chunks with two code words each, the first two of head h0 and the
+// others of h1 (32 values of two 16-value sub-blocks).
+fn halves_quad(h0: vec2<f32>, h1: vec2<f32>, lo: vec4<u32>, hi: vec4<u32>) -> QChunkQuad {
+    return QChunkQuad(QChunk(h0, lo.xy), QChunk(h0, lo.zw), QChunk(h1, hi.xy), QChunk(h1, hi.zw));
+}
+
+// The 2-bit fields of values 32t..32t+32 (t = 0..8) of a q2_K/q3_K block
+// whose qs start at byte qs, as the low nibbles of 8 words (lo: the first
+// 16 values).
+fn k2_quad_words(qs: u32, t: u32) -> array<vec4<u32>, 2> {
+    let at = qs + 32u * (t >> 2u);
+    let sh = vec4<u32>(2u * (t & 3u));
+    let m = vec4<u32>(0x03030303u);
+    return array<vec4<u32>, 2>((a_vec4_at(at) >> sh) & m, (a_vec4_at(at + 16u) >> sh) & m);
+}
+
+// Units 4t..4t+4 (values 32t..32t+32, sub-blocks 2t and 2t + 1) of the
+// q2_K block at s, in q4_K's chunk form (codes as nibbles): value = step *
+// code - offset = 16 step * r - (16 step + offset).
+fn q2_k_quad(s: u32, t: u32) -> QChunkQuad {
+    let h = q2_k_heads(a_u32_at(s + 2u * t), unpack2x16float(a_u32_at(s + 80u)));
+    let q = k2_quad_words(s + 16u, t);
+    return halves_quad(
+        vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y),
+        vec2<f32>(16.0 * h.z, -16.0 * h.z - h.w),
+        q[0],
+        q[1],
+    );
+}
+
+// The same units of the q3_K block at s, codes 0..8 (the third bit from
+// hmask) as nibbles: value = step * (code - 4) = 16 step * r - 20 step.
+fn q3_k_quad(s: u32, t: u32) -> QChunkQuad {
+    let q = k2_quad_words(s + 32u, t);
+    let h0 = a_vec4_at(s);
+    let h1 = a_vec4_at(s + 16u);
+    let lo = q[0] | vec4<u32>(k3_high(h0.xy, t), k3_high(h0.zw, t));
+    let hi = q[1] | vec4<u32>(k3_high(h1.xy, t), k3_high(h1.zw, t));
+    let st = q3_k_steps(s, 2u * t);
+    return halves_quad(vec2<f32>(16.0 * st.x, -20.0 * st.x), vec2<f32>(16.0 * st.y, -20.0 * st.y), lo, hi);
 }
 
 fn q4_k_unit(ch: QChunk) -> Unit {

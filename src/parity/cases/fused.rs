@@ -109,6 +109,8 @@ pub fn cases() -> Result<Vec<Case>> {
             (false, DType::F32, DType::Q6K, 512, 20, 1),
             (true, DType::F32, DType::Q5_0, 640, 33, 1),
             (true, DType::F32, DType::Q4K, 256, 20, 2),
+            (true, DType::F32, DType::Q3K, 512, 20, 1),
+            (false, DType::F16, DType::Q2K, 256, 17, 3),
             (false, DType::F16, DType::F16, 100, 9, 4),
             (true, DType::F32, DType::F32, 64, 16, 8),
         ] {
@@ -143,6 +145,8 @@ pub fn cases() -> Result<Vec<Case>> {
             (DType::Q4_0, 512, 33, 2, false),
             (DType::Q6K, 256, 20, 3, true),
             (DType::Q4K, 512, 33, 1, true),
+            (DType::Q2K, 512, 20, 2, true),
+            (DType::Q3K, 256, 9, 1, false),
             (DType::Q5_1, 64, 9, 2, false),
             (DType::F16, 96, 9, 1, false),
         ] {
@@ -213,6 +217,8 @@ pub fn cases() -> Result<Vec<Case>> {
             (DType::Q6K, 512, 20, 2),
             (DType::Q4K, 1024, 40, 1),
             (DType::Q5K, 512, 21, 2),
+            (DType::Q2K, 256, 20, 1),
+            (DType::Q3K, 512, 17, 4),
             (DType::Q5_0, 96, 17, 3),
             (DType::F16, 100, 9, 5),
             (DType::F32, 64, 16, 8),

@@ -26,7 +26,9 @@ fn defs(t: DType) -> Option<&'static str> {
         DType::Q4K => "fn dequant(b: u32, j: u32) -> f32 { return q4_k_value(b, j); }\n",
         DType::Q5K => "fn dequant(b: u32, j: u32) -> f32 { return q5_k_value(b, j); }\n",
         DType::Q6K => "fn dequant(b: u32, j: u32) -> f32 { return q6_k_value(b, j); }\n",
-        DType::Q2K | DType::Q3K | DType::I32 => return None,
+        DType::Q2K => "fn dequant(b: u32, j: u32) -> f32 { return q2_k_value(b, j); }\n",
+        DType::Q3K => "fn dequant(b: u32, j: u32) -> f32 { return q3_k_value(b, j); }\n",
+        DType::I32 => return None,
     })
 }
 

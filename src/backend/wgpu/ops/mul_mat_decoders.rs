@@ -150,6 +150,26 @@ pub fn defs(t: DType) -> Option<&'static str> {
             false,
             true
         ),
-        DType::Q2K | DType::Q3K | DType::I32 => return None,
+        DType::Q2K => decoder!(
+            "dq_q2_k(row + 84u * (u >> 5u), u & 31u)",
+            "x_elem_linear",
+            "k / 8u",
+            "QChunk",
+            "q2_k_quad(row + 84u * (q >> 3u), q & 7u)",
+            "q4_k",
+            true,
+            true
+        ),
+        DType::Q3K => decoder!(
+            "dq_q3_k(row + 110u * (u >> 5u), u & 31u)",
+            "x_elem_linear",
+            "k / 8u",
+            "QChunk",
+            "q3_k_quad(row + 110u * (q >> 3u), q & 7u)",
+            "q4_k",
+            true,
+            true
+        ),
+        DType::I32 => return None,
     })
 }
