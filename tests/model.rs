@@ -845,7 +845,14 @@ fn k_quant_and_q5_models_agree_across_backends() {
     use wginfer::model::synthetic::SyntheticLlama;
     use wginfer::DType;
     let tokens = [1, 7, 30, 2, 61, 5, 12];
-    for weight_type in [DType::Q4K, DType::Q5K, DType::Q5_0, DType::Q6K] {
+    for weight_type in [
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q5_0,
+        DType::Q6K,
+        DType::Q2K,
+        DType::Q3K,
+    ] {
         let spec = SyntheticLlama {
             n_layer: 2,
             n_embd: 256,
