@@ -243,3 +243,34 @@ fn dequantization_matches_gguf_py_bit_for_bit() {
         }
     }
 }
+
+/// Blocks of any bytes (NaN and infinite f16 scales included) decode and
+/// dot without panicking, and quantizing non-finite values does not panic
+/// either.
+#[test]
+fn arbitrary_bytes_and_non_finite_values_do_not_panic() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut byte = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 24) as u8
+    };
+    let x = synthetic_data(0.25);
+    let mut odd = x[..512].to_vec();
+    odd[3] = f32::NAN;
+    odd[300] = f32::INFINITY;
+    odd[301] = f32::NEG_INFINITY;
+    for dtype in quant_types() {
+        for fill in [None, Some(0xff), Some(0x7c)] {
+            let bytes: Vec<u8> = (0..dtype.row_bytes(512).unwrap())
+                .map(|_| fill.unwrap_or_else(&mut byte))
+                .collect();
+            let mut out = vec![0.0; 512];
+            dequantize_row(dtype, &bytes, &mut out).unwrap();
+            dot_row(dtype, &bytes, &x[..512]).unwrap();
+        }
+        let bytes = quantize_row(dtype, &odd).unwrap();
+        assert_eq!(bytes.len(), dtype.row_bytes(512).unwrap(), "{dtype}");
+    }
+}
