@@ -39,6 +39,25 @@ pub(crate) fn scale(scales: &[u8; 12], s: usize) -> u8 {
     lo | (hi << 4)
 }
 
+/// All 16 stored scales, as [`scale`] gives them one by one, unpacked a
+/// word (four scales) at a time as ggml does.
+pub(crate) fn scales(packed: &[u8; 12]) -> [u8; 16] {
+    let word = |i: usize| u32::from_le_bytes([0, 1, 2, 3].map(|b| packed[4 * i + b]));
+    let (a, b, top) = (word(0), word(1), word(2));
+    let (low4, low2) = (0x0f0f_0f0f, 0x0303_0303);
+    let words = [
+        (a & low4) | ((top & low2) << 4),
+        (b & low4) | (((top >> 2) & low2) << 4),
+        ((a >> 4) & low4) | (((top >> 4) & low2) << 4),
+        ((b >> 4) & low4) | (((top >> 6) & low2) << 4),
+    ];
+    let mut out = [0u8; 16];
+    for (o, w) in out.chunks_exact_mut(4).zip(words) {
+        o.copy_from_slice(&w.to_le_bytes());
+    }
+    out
+}
+
 /// The inverse of [`scale`] for all 16 sub-blocks.
 pub(crate) fn pack_scales(sc: &[u8; 16]) -> [u8; 12] {
     let mut out = [0u8; 12];
@@ -212,6 +231,7 @@ mod tests {
         for (s, &want) in sc.iter().enumerate() {
             assert_eq!(scale(&packed, s), want, "sub-block {s}");
         }
+        assert_eq!(scales(&packed), sc);
     }
 
     #[test]

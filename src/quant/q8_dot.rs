@@ -32,6 +32,9 @@ pub struct Q8Row {
     sums: Vec<i32>,
     /// Each block's scale times its code sum, q8_1's `s`, for the SIMD loops.
     dsums: Vec<f32>,
+    /// Each block's scale times the code sums of its two 16-value halves,
+    /// for q2_K's minimums and q3_K's code offset (ggml's q8_K `bsums`).
+    half_dsums: Vec<[f32; 2]>,
 }
 
 impl Q8Row {
@@ -50,6 +53,7 @@ impl Q8Row {
         self.d.resize(blocks, 0.0);
         self.sums.resize(blocks, 0);
         self.dsums.resize(blocks, 0.0);
+        self.half_dsums.resize(blocks, [0.0; 2]);
         for (b, (xs, qs)) in x
             .chunks_exact(BLOCK)
             .zip(self.q.chunks_exact_mut(BLOCK))
@@ -58,16 +62,18 @@ impl Q8Row {
             let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let d = amax / 127.0;
             let id = if d == 0.0 { 0.0 } else { 1.0 / d };
-            let mut sum = 0;
-            for (q, &v) in qs.iter_mut().zip(xs) {
+            let mut halves = [0; 2];
+            for (i, (q, &v)) in qs.iter_mut().zip(xs).enumerate() {
                 *q = (v * id).round() as i8;
-                sum += i32::from(*q);
+                halves[i / 16] += i32::from(*q);
             }
+            let sum = halves[0] + halves[1];
             // Stored as f16, as ggml's q8_0/q8_1 blocks store it: the fast
             // path then computes what llama.cpp's CPU backend does.
             self.d[b] = f16::from_f32(d).to_f32();
             self.sums[b] = sum;
             self.dsums[b] = self.d[b] * sum as f32;
+            self.half_dsums[b] = halves.map(|h| self.d[b] * h as f32);
         }
         Ok(())
     }

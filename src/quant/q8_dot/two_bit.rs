@@ -10,7 +10,7 @@
 pub(super) mod portable {
     use super::super::portable::half_dots;
     use super::super::{f16_to_f32, Q8Row, BLOCK};
-    use crate::quant::q3_k::scale;
+    use crate::quant::q3_k::scales;
     use crate::quant::{BlockQ2K, BlockQ3K};
 
     /// The 2-bit fields of x-block `g` of a block's `qs`.
@@ -19,56 +19,57 @@ pub(super) mod portable {
         std::array::from_fn(|l| ((bytes[l] >> shift) & 3) as i8)
     }
 
-    /// Σ x-code over each 16-value half of an x-block.
-    fn half_sums(xq: &[i8]) -> [i32; 2] {
-        let mut sums = [0i32; 2];
-        for (s, x) in sums.iter_mut().zip(xq.chunks(16)) {
-            *s = x.iter().map(|&x| i32::from(x)).sum();
-        }
-        sums
-    }
-
     /// The x-blocks of weight block `i`: index, codes and scale.
     fn x_blocks(x: &Q8Row, i: usize) -> impl Iterator<Item = (usize, &[i8], f32)> {
         let codes = x.q[BLOCK * 8 * i..][..256].chunks_exact(BLOCK);
-        let scales = &x.d[8 * i..][..8];
-        codes.zip(scales).enumerate().map(|(g, (q, &d))| (g, q, d))
+        codes
+            .zip(&x.d[8 * i..][..8])
+            .enumerate()
+            .map(|(g, (q, &d))| (g, q, d))
+    }
+
+    /// Σ over weight block `i`'s 16 sub-blocks s of `per(s)` times the
+    /// scaled code sum of the activations' half s.
+    fn by_halves(x: &Q8Row, i: usize, per: impl Fn(usize) -> f32) -> f32 {
+        let halves = x.half_dsums[8 * i..][..8].iter().flatten();
+        halves.enumerate().map(|(s, &h)| per(s) * h).sum()
     }
 
     /// q2_K: d sc(s) code - dmin mn(s) per sub-block s, so a block is
-    /// d Σ dx Σ_s sc(s) Σ code xq - dmin Σ dx Σ_s mn(s) Σ xq.
+    /// d Σ dx Σ_s sc(s) Σ code xq - dmin Σ_s mn(s) dx Σ xq.
     pub fn q2_k(blocks: &[BlockQ2K], x: &Q8Row) -> f32 {
         let mut acc = 0.0f32;
         for (i, w) in blocks.iter().enumerate() {
-            let (mut dots, mut mins) = (0.0f32, 0.0f32);
+            let mut dots = 0.0f32;
             for (g, xq, dx) in x_blocks(x, i) {
                 let [c0, c1] = half_dots(&two_bits(&w.qs, g), xq);
-                let [x0, x1] = half_sums(xq);
-                let (s0, s1) = (i32::from(w.scales[2 * g]), i32::from(w.scales[2 * g + 1]));
-                dots += dx * ((s0 & 0xF) * c0 + (s1 & 0xF) * c1) as f32;
-                mins += dx * ((s0 >> 4) * x0 + (s1 >> 4) * x1) as f32;
+                let sc = |s: usize| i32::from(w.scales[s] & 0xF);
+                dots += dx * (sc(2 * g) * c0 + sc(2 * g + 1) * c1) as f32;
             }
+            let mins = by_halves(x, i, |s| f32::from(w.scales[s] >> 4));
             acc += f16_to_f32(w.d) * dots - f16_to_f32(w.dmin) * mins;
         }
         acc
     }
 
-    /// q3_K: d (sc(s) - 32) code per sub-block s, code = 2 low bits + 4
-    /// times the high bit, minus 4.
+    /// q3_K: d (sc(s) - 32) (code - 4) per sub-block s, code = 2 low bits +
+    /// 4 times the high bit, so a block is d Σ dx Σ_s sc(s) Σ code xq -
+    /// 4 d Σ_s sc(s) dx Σ xq.
     pub fn q3_k(blocks: &[BlockQ3K], x: &Q8Row) -> f32 {
         let mut acc = 0.0f32;
         for (i, w) in blocks.iter().enumerate() {
-            let mut block = 0.0f32;
+            let sc = scales(&w.scales).map(|s| i32::from(s) - 32);
+            let mut dots = 0.0f32;
             for (g, xq, dx) in x_blocks(x, i) {
                 let mut c = two_bits(&w.qs, g);
                 for (c, &h) in c.iter_mut().zip(&w.hmask) {
-                    *c += (((h >> g) & 1) << 2) as i8 - 4;
+                    *c |= (((h >> g) & 1) << 2) as i8;
                 }
                 let [c0, c1] = half_dots(&c, xq);
-                let sc = |s: usize| i32::from(scale(&w.scales, s)) - 32;
-                block += dx * (sc(2 * g) * c0 + sc(2 * g + 1) * c1) as f32;
+                dots += dx * (sc[2 * g] * c0 + sc[2 * g + 1] * c1) as f32;
             }
-            acc += f16_to_f32(w.d) * block;
+            let offsets = by_halves(x, i, |s| sc[s] as f32);
+            acc += f16_to_f32(w.d) * (dots - 4.0 * offsets);
         }
         acc
     }
@@ -87,7 +88,7 @@ pub(super) mod avx2 {
 
     use super::super::avx2::{by_fours, codes, scale, sum8};
     use super::super::Q8Row;
-    use crate::quant::q3_k::scale as scale6;
+    use crate::quant::q3_k::scales;
     use crate::quant::{BlockQ2K, BlockQ3K};
 
     /// 16-bit lanes of `lo` in the low 128 bits (x-block values 0..16),
@@ -103,71 +104,112 @@ pub(super) mod avx2 {
         _mm256_srl_epi16(v, _mm_cvtsi32_si128(n as i32))
     }
 
-    /// q2_K: per x-block of each of N columns, d dx Σ sc code xq - dmin dx
-    /// Σ mn xq.
+    /// Σ over weight block `i`'s 16 sub-blocks of `per` (their factors,
+    /// as i32 lanes: sub-blocks 0..8, then 8..16) times the scaled code sums
+    /// of the column's 16 activation halves.
+    #[target_feature(enable = "avx2,fma")]
+    fn by_halves(x: &Q8Row, i: usize, per: [__m256i; 2]) -> __m256 {
+        let h = &x.half_dsums[8 * i..][..8];
+        // SAFETY: the 8 pairs are 16 readable f32, 8 from each pointer; the
+        // loads are unaligned.
+        let (h0, h1) = unsafe {
+            (
+                _mm256_loadu_ps(h.as_ptr().cast()),
+                _mm256_loadu_ps(h[4..].as_ptr().cast()),
+            )
+        };
+        let lo = _mm256_cvtepi32_ps(per[0]);
+        _mm256_fmadd_ps(lo, h0, _mm256_mul_ps(_mm256_cvtepi32_ps(per[1]), h1))
+    }
+
+    /// 16 bytes as two vectors of eight i32s, sign- or zero-extended.
+    #[target_feature(enable = "avx2,fma")]
+    fn widen<const SIGNED: bool>(b: __m128i) -> [__m256i; 2] {
+        let hi = _mm_unpackhi_epi64(b, b);
+        if SIGNED {
+            [_mm256_cvtepi8_epi32(b), _mm256_cvtepi8_epi32(hi)]
+        } else {
+            [_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(hi)]
+        }
+    }
+
+    /// q2_K: per x-block of each of N columns, d dx Σ sc code xq; per
+    /// block, dmin Σ mn dx Σ xq from the activations' half sums.
     #[target_feature(enable = "avx2,fma,f16c")]
     fn q2_k_cols<const N: usize>(blocks: &[BlockQ2K], xs: &[Q8Row; N]) -> [f32; N] {
         let low2 = _mm256_set1_epi8(3);
-        let ones = _mm256_set1_epi8(1);
         let mut acc = [_mm256_setzero_ps(); N];
+        let mut mins = [_mm256_setzero_ps(); N];
         let mut cols = xs.each_ref().map(Q8Row::blocks);
-        for w in blocks {
-            let (d, dmin) = (scale(w.d), scale(w.dmin));
+        for (i, w) in blocks.iter().enumerate() {
+            let (d, dmin) = (scale(w.d), _mm256_set1_ps(scale(w.dmin)));
+            // SAFETY: scales is 16 readable bytes; the load is unaligned.
+            let packed = unsafe { _mm_loadu_si128(w.scales.as_ptr().cast()) };
+            let mn = widen::<false>(_mm_and_si128(
+                _mm_srli_epi16::<4>(packed),
+                _mm_set1_epi8(0x0f),
+            ));
+            for (j, x) in xs.iter().enumerate() {
+                mins[j] = _mm256_fmadd_ps(by_halves(x, i, mn), dmin, mins[j]);
+            }
             for g in 0..8 {
                 // SAFETY: 32 bytes at 32 (g / 4) of qs's 64; the load is unaligned.
                 let packed = unsafe { _mm256_loadu_si256(w.qs[32 * (g / 4)..].as_ptr().cast()) };
                 let c = _mm256_and_si256(shift_right(packed, 2 * (g % 4)), low2);
-                let (s0, s1) = (i16::from(w.scales[2 * g]), i16::from(w.scales[2 * g + 1]));
-                let steps = halves(s0 & 0xF, s1 & 0xF);
-                let mins = halves(s0 >> 4, s1 >> 4);
+                let sc = |s: usize| i16::from(w.scales[s] & 0xF);
+                let steps = halves(sc(2 * g), sc(2 * g + 1));
                 for (j, col) in cols.iter_mut().enumerate() {
                     let Some((xq, dx, _)) = col.next() else { break };
-                    let x = codes(xq);
-                    let dots = _mm256_madd_epi16(_mm256_maddubs_epi16(c, x), steps);
-                    let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, x), mins);
-                    let a =
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), _mm256_set1_ps(d * dx), acc[j]);
-                    acc[j] =
-                        _mm256_fnmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(dmin * dx), a);
+                    let dots = _mm256_madd_epi16(_mm256_maddubs_epi16(c, codes(xq)), steps);
+                    let step = _mm256_set1_ps(d * dx);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), step, acc[j]);
                 }
             }
         }
-        acc.map(|a| sum8(a))
+        std::array::from_fn(|j| sum8(_mm256_sub_ps(acc[j], mins[j])))
     }
 
-    /// q3_K: codes 0..8 (2 low bits, the high bit as 4), Σ (code - 4) xq
-    /// per 16 values as the codes' vpmaddubsw minus that of 4, times the
-    /// sub-blocks' signed scales, times d dx.
+    /// q3_K: codes 0..8 (2 low bits, the high bit as 4): per x-block of
+    /// each of N columns, d dx Σ sc code xq; per block, the codes' offset
+    /// 4 d Σ sc dx Σ xq from the activations' half sums.
     #[target_feature(enable = "avx2,fma,f16c")]
     fn q3_k_cols<const N: usize>(blocks: &[BlockQ3K], xs: &[Q8Row; N]) -> [f32; N] {
         let low2 = _mm256_set1_epi8(3);
         let one = _mm256_set1_epi8(1);
-        let bias = _mm256_set1_epi8(4);
         let mut acc = [_mm256_setzero_ps(); N];
+        let mut offsets = [_mm256_setzero_ps(); N];
         let mut cols = xs.each_ref().map(Q8Row::blocks);
-        for w in blocks {
+        for (i, w) in blocks.iter().enumerate() {
             let d = scale(w.d);
-            // SAFETY: hmask is 32 readable bytes; the load is unaligned.
-            let high = unsafe { _mm256_loadu_si256(w.hmask.as_ptr().cast()) };
-            let sc = |s: usize| i16::from(scale6(&w.scales, s)) - 32;
+            let sc = scales(&w.scales).map(|s| s as i8 - 32);
+            // SAFETY: sc is 16 readable bytes, hmask 32; the loads are unaligned.
+            let (signed, high) = unsafe {
+                (
+                    _mm_loadu_si128(sc.as_ptr().cast()),
+                    _mm256_loadu_si256(w.hmask.as_ptr().cast()),
+                )
+            };
+            let per = widen::<true>(signed);
+            let four_d = _mm256_set1_ps(4.0 * d);
+            for (j, x) in xs.iter().enumerate() {
+                offsets[j] = _mm256_fmadd_ps(by_halves(x, i, per), four_d, offsets[j]);
+            }
             for g in 0..8 {
                 // SAFETY: 32 bytes at 32 (g / 4) of qs's 64; the load is unaligned.
                 let packed = unsafe { _mm256_loadu_si256(w.qs[32 * (g / 4)..].as_ptr().cast()) };
                 let lo = _mm256_and_si256(shift_right(packed, 2 * (g % 4)), low2);
                 let hi = _mm256_and_si256(shift_right(high, g), one);
                 let c = _mm256_or_si256(lo, _mm256_slli_epi16::<2>(hi));
-                let steps = halves(sc(2 * g), sc(2 * g + 1));
+                let steps = halves(i16::from(sc[2 * g]), i16::from(sc[2 * g + 1]));
                 for (j, col) in cols.iter_mut().enumerate() {
                     let Some((xq, dx, _)) = col.next() else { break };
-                    let x = codes(xq);
-                    let pairs =
-                        _mm256_sub_epi16(_mm256_maddubs_epi16(c, x), _mm256_maddubs_epi16(bias, x));
-                    let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, steps));
-                    acc[j] = _mm256_fmadd_ps(sums, _mm256_set1_ps(d * dx), acc[j]);
+                    let dots = _mm256_madd_epi16(_mm256_maddubs_epi16(c, codes(xq)), steps);
+                    let step = _mm256_set1_ps(d * dx);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), step, acc[j]);
                 }
             }
         }
-        acc.map(|a| sum8(a))
+        std::array::from_fn(|j| sum8(_mm256_sub_ps(acc[j], offsets[j])))
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
