@@ -148,7 +148,7 @@ pub fn cases() -> Result<Vec<Case>> {
     }
     // Products over several of the cooperative kernel's 128 x 128 tiles,
     // partial on both edges, one batched and broadcast.
-    for ta in [DType::Q4_0, DType::Q4K, DType::F16] {
+    for ta in [DType::Q4_0, DType::Q4K, DType::F16, DType::Q2K, DType::Q3K] {
         specs.push(Spec::new(ta, 1030, 900, 256));
     }
     specs.push(Spec::new(DType::Q8_0, 264, 130, 256).batch([2, 3], [2, 1]));
