@@ -35,6 +35,19 @@ pub struct Q8Row {
     /// Each block's scale times the code sums of its two 16-value halves,
     /// for q2_K's minimums and q3_K's code offset (ggml's q8_K `bsums`).
     half_dsums: Vec<[f32; 2]>,
+    /// Codes, scale and scaled code sum of each block side by side, for
+    /// the SIMD loops: a column is then one pointer that steps 40 bytes a
+    /// block, where three separate walks of four columns spilled their
+    /// iterators' state to the stack.
+    packed: Vec<Q8Block>,
+}
+
+/// One block of a [`Q8Row`], its fields together.
+#[derive(Clone, Copy, Debug)]
+struct Q8Block {
+    q: [i8; BLOCK],
+    d: f32,
+    ds: f32,
 }
 
 impl Q8Row {
@@ -54,6 +67,7 @@ impl Q8Row {
         self.sums.resize(blocks, 0);
         self.dsums.resize(blocks, 0.0);
         self.half_dsums.resize(blocks, [0.0; 2]);
+        self.packed.clear();
         for (b, (xs, qs)) in x
             .chunks_exact(BLOCK)
             .zip(self.q.chunks_exact_mut(BLOCK))
@@ -74,6 +88,13 @@ impl Q8Row {
             self.sums[b] = sum;
             self.dsums[b] = self.d[b] * sum as f32;
             self.half_dsums[b] = halves.map(|h| self.d[b] * h as f32);
+            let mut q = [0i8; BLOCK];
+            q.copy_from_slice(qs);
+            self.packed.push(Q8Block {
+                q,
+                d: self.d[b],
+                ds: self.dsums[b],
+            });
         }
         Ok(())
     }
@@ -82,10 +103,7 @@ impl Q8Row {
     /// SIMD loops).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn blocks(&self) -> impl Iterator<Item = (&[i8], f32, f32)> {
-        self.q
-            .chunks_exact(BLOCK)
-            .zip(self.d.iter().zip(&self.dsums))
-            .map(|(q, (&d, &ds))| (q, d, ds))
+        self.packed.iter().map(|b| (&b.q[..], b.d, b.ds))
     }
 
     /// Number of values.
