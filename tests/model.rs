@@ -899,6 +899,56 @@ fn k_quant_and_q5_models_agree_across_backends() {
     }
 }
 
+/// A one-layer synthetic model with f32 weights, 32 key/value values per
+/// position and a training context of 2^27, written to a temporary file
+/// named after `test`; and CPU load options with a context of `n_ctx`.
+fn tiny_model(test: &str) -> (std::path::PathBuf, impl Fn(usize) -> LoadOptions) {
+    use wginfer::model::synthetic::SyntheticLlama;
+    use wginfer::DType;
+    let spec = SyntheticLlama {
+        n_layer: 1,
+        n_embd: 64,
+        n_ff: 64,
+        n_head: 2,
+        n_head_kv: 1,
+        n_vocab: 260,
+        n_ctx_train: 1 << 27,
+        weight_type: DType::F32,
+        embd_type: DType::F32,
+    };
+    let path = std::env::temp_dir().join(format!("wginfer-{test}-{}.gguf", std::process::id()));
+    spec.write(&path, 3).expect("write the synthetic model");
+    let cpu = |n_ctx| LoadOptions {
+        backend: BackendChoice::Cpu,
+        n_ctx,
+        ..LoadOptions::default()
+    };
+    (path, cpu)
+}
+
+/// A block count far above the file's tensors is an error before a list
+/// of that many layers' weight names is built.
+#[test]
+fn a_block_count_above_the_tensor_count_is_an_error() {
+    let (path, cpu) = tiny_model("block-count");
+    // llama.block_count (a u32) patched to u32::MAX.
+    let mut bytes = std::fs::read(&path).expect("read the model");
+    let key = b"llama.block_count";
+    let mut pat = (key.len() as u64).to_le_bytes().to_vec();
+    pat.extend_from_slice(key);
+    let at = bytes
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .expect("the block_count key")
+        + pat.len();
+    assert_eq!(bytes[at..at + 4], 4u32.to_le_bytes(), "a u32 value");
+    bytes[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&path, &bytes).expect("write the patched model");
+    let e = Model::load(&path, &cpu(64)).unwrap_err();
+    assert!(e.to_string().contains("block_count 4294967295"), "{e}");
+    let _ = std::fs::remove_file(&path);
+}
+
 /// Everything a generation reports: tokens, stop reason, the tokens the
 /// cache holds afterwards, and the text.
 type GenerationOutcome = (Vec<u32>, Option<StopReason>, Vec<u32>, String);

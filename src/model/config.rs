@@ -140,6 +140,14 @@ impl ModelConfig {
                 "{arch}: key length {head_dim} and value length {value_dim} must be equal and non-zero"
             )));
         }
+        // The widths of all heads together (`n_embd_q`, and `n_embd_kv`
+        // with its divisor of `n_head` heads) must fit: a key length from
+        // the file can be anything.
+        if head_dim.checked_mul(n_head).is_none() {
+            return Err(Error::invalid(format!(
+                "{arch}: key length {head_dim} times {n_head} heads overflows"
+            )));
+        }
         let mode = match family {
             Family::Llama => RopeMode::Normal,
             Family::Gemma3 => RopeMode::Neox,
@@ -430,5 +438,21 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.to_string().contains("not a multiple"), "{e}");
+    }
+
+    /// A key length from the file whose product with the head count
+    /// overflows is an error here, not an overflow later in `n_embd_q`.
+    #[test]
+    fn huge_key_length_is_an_error() {
+        let huge = Value::U64(1 << 62);
+        let e = ModelConfig::from_gguf(&meta(
+            &[
+                ("llama.attention.key_length", huge.clone()),
+                ("llama.attention.value_length", huge),
+            ],
+            "",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("overflows"), "{e}");
     }
 }

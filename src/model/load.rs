@@ -138,6 +138,17 @@ impl std::fmt::Debug for Model {
 
 /// Checks every weight the graph reads before anything is uploaded.
 fn check_weights(file: &GgufFile, c: &ModelConfig) -> Result<()> {
+    // Each block has several tensors of its own. A block count from the
+    // file above its tensor count is wrong, and would first build a list of
+    // that many blocks' weight names (a count near 2^64 exhausts memory).
+    if c.n_layer > file.tensors().len() {
+        return Err(Error::invalid(format!(
+            "{}: block_count {} is more than the {} tensors in the file",
+            c.arch,
+            c.n_layer,
+            file.tensors().len()
+        )));
+    }
     for (name, ne) in expected_weights(c) {
         let info = file.require_tensor(&name)?;
         let want = crate::graph::shape4(&ne)?;
