@@ -949,6 +949,18 @@ fn a_block_count_above_the_tensor_count_is_an_error() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A context whose V-cache indices would pass i32 is an error at load,
+/// before the cache is allocated.
+#[test]
+fn a_context_past_i32_cache_indices_is_an_error() {
+    let (path, cpu) = tiny_model("kv-limit");
+    // 32 key/value values per position: 2^26 positions fill the 2^31
+    // values that i32 indices reach.
+    let e = Model::load(&path, &cpu((1 << 26) + 1)).unwrap_err();
+    assert!(e.to_string().contains("i32 cache indices"), "{e}");
+    let _ = std::fs::remove_file(&path);
+}
+
 /// Everything a generation reports: tokens, stop reason, the tokens the
 /// cache holds afterwards, and the text.
 type GenerationOutcome = (Vec<u32>, Option<StopReason>, Vec<u32>, String);

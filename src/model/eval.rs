@@ -405,7 +405,7 @@ impl Evaluator {
         let at = self.plan(c, w, kv, shape)?;
         let plan = &self.plans[at];
         let (step, s) = (&plan.step, &plan.schedule);
-        let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv(), c.n_swa);
+        let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv(), c.n_swa)?;
         if !matches!(chain, Chain::Continue(_)) {
             self.sched.write_i32(s, step.tokens, &inputs.tokens)?;
         }

@@ -7,6 +7,10 @@ use crate::backend::{Backend, BufferHandle, BufferUsage};
 use crate::graph::{Graph, TensorData, TensorId};
 use crate::{DType, Error, Result};
 
+/// Most K (or V) values of one layer: the graph addresses them with i32
+/// indices (V's `channel * n_ctx + position`, from 0 to this minus one).
+pub(crate) const MAX_KV_VALUES: usize = 1 << 31;
+
 /// The cache tensors of one layer, added to a graph.
 #[derive(Clone, Copy, Debug)]
 pub struct LayerCache {
@@ -70,7 +74,9 @@ impl KvCache {
     }
 
     /// Bytes of one layer's K and V, V starting at an `align`ed offset:
-    /// `(v_offset, layer_bytes)`.
+    /// `(v_offset, layer_bytes)`. An error for a type other than F16 and
+    /// F32, or for more than 2^31 values of K (the graph's i32 cache
+    /// indices reach no further).
     pub fn layer_layout(
         n_ctx: usize,
         n_embd_kv: usize,
@@ -82,12 +88,27 @@ impl KvCache {
                 "a KV cache of {dtype}: f16 or f32 expected"
             )));
         }
-        let half = n_ctx
-            .checked_mul(n_embd_kv)
-            .and_then(|n| n.checked_mul(dtype.block_bytes()))
-            .ok_or_else(|| Error::invalid(format!("a KV cache of {n_ctx} x {n_embd_kv}")))?;
-        let v_offset = half.div_ceil(align.max(1)) * align.max(1);
-        Ok((v_offset, v_offset + half))
+        let too_big = || Error::invalid(format!("a KV cache of {n_ctx} x {n_embd_kv} overflows"));
+        let values = n_ctx.checked_mul(n_embd_kv).ok_or_else(too_big)?;
+        // The graph writes V through i32 indices into the layer's
+        // `n_ctx * n_embd_kv` values, and K at i32 positions.
+        if values > MAX_KV_VALUES {
+            return Err(Error::invalid(format!(
+                "a KV cache of {n_ctx} positions x {n_embd_kv} values is more than the \
+                 {MAX_KV_VALUES} values per layer that i32 cache indices reach: \
+                 use a shorter context"
+            )));
+        }
+        let half = values
+            .checked_mul(dtype.block_bytes())
+            .ok_or_else(too_big)?;
+        let align = align.max(1);
+        let v_offset = half
+            .div_ceil(align)
+            .checked_mul(align)
+            .ok_or_else(too_big)?;
+        let layer = v_offset.checked_add(half).ok_or_else(too_big)?;
+        Ok((v_offset, layer))
     }
 
     /// Positions the cache holds.

@@ -197,7 +197,9 @@ pub struct StepInputs {
 impl StepInputs {
     /// The inputs of `batch` (its tokens `tokens`) for a graph of `shape`
     /// over a cache of `n_ctx` positions of `n_embd_kv` values, for a model
-    /// with a sliding window of `n_swa` positions (0 for none).
+    /// with a sliding window of `n_swa` positions (0 for none). An error
+    /// when the tokens do not fit the graph's `n_kv` positions of the cache,
+    /// or a cache index does not fit i32.
     pub fn new(
         batch: Batch,
         tokens: &[u32],
@@ -205,32 +207,55 @@ impl StepInputs {
         n_ctx: usize,
         n_embd_kv: usize,
         n_swa: usize,
-    ) -> StepInputs {
-        let positions: Vec<i32> = (batch.n_past..batch.n_past + tokens.len())
-            .map(|p| p as i32)
-            .collect();
-        // Row of token at `pos`: 0 for cache positions `first..=pos`.
+    ) -> Result<StepInputs> {
+        let end = batch
+            .n_past
+            .checked_add(tokens.len())
+            .filter(|&end| !tokens.is_empty() && end <= shape.n_kv && shape.n_kv <= n_ctx)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} tokens after {} do not fit a graph over {} of {n_ctx} cache positions",
+                    tokens.len(),
+                    batch.n_past,
+                    shape.n_kv
+                ))
+            })?;
+        let index = |i: Option<usize>| {
+            i.and_then(|i| i32::try_from(i).ok()).ok_or_else(|| {
+                Error::invalid(format!(
+                    "a cache of {n_ctx} positions x {n_embd_kv} values is past i32 indices"
+                ))
+            })
+        };
+        let positions = (batch.n_past..end)
+            .map(|p| index(Some(p)))
+            .collect::<Result<Vec<i32>>>()?;
+        // Row of token at `pos`: 0 for cache positions `first..=pos`
+        // (`pos < end <= n_kv`, checked above).
         let mask = |window: usize| {
             let mut mask = vec![f32::NEG_INFINITY; shape.n_kv * tokens.len()];
-            for (row, &pos) in mask.chunks_exact_mut(shape.n_kv).zip(&positions) {
-                let pos = pos as usize;
-                row[(pos + 1).saturating_sub(window)..=pos].fill(0.0);
+            for (row, pos) in mask.chunks_exact_mut(shape.n_kv).zip(batch.n_past..end) {
+                if let Some(seen) = row.get_mut((pos + 1).saturating_sub(window)..=pos) {
+                    seen.fill(0.0);
+                }
             }
             mask
         };
         let kq_mask = mask(usize::MAX);
         let kq_mask_swa = (n_swa > 0).then(|| mask(n_swa));
-        let v_rows = positions
-            .iter()
-            .flat_map(|&pos| (0..n_embd_kv).map(move |c| (c * n_ctx) as i32 + pos))
-            .collect();
-        StepInputs {
+        let v_rows = (batch.n_past..end)
+            .flat_map(|pos| {
+                (0..n_embd_kv).map(move |c| c.checked_mul(n_ctx).and_then(|r| r.checked_add(pos)))
+            })
+            .map(index)
+            .collect::<Result<Vec<i32>>>()?;
+        Ok(StepInputs {
             tokens: tokens.iter().map(|&t| t as i32).collect(),
             positions,
             kq_mask,
             kq_mask_swa,
             v_rows,
-        }
+        })
     }
 }
 

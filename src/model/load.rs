@@ -239,7 +239,10 @@ fn check_fits(
     let (_, kv_layer) = KvCache::layer_layout(n_ctx, c.n_embd_kv(), kv_type, align)?;
     let mut need = weights.bytes_per_backend(backends.len());
     for il in 0..c.n_layer {
-        need[place.layer(il)] += kv_layer;
+        if let Some(n) = need.get_mut(place.layer(il)) {
+            // Saturates into the memory check below instead of overflowing.
+            *n = n.saturating_add(kv_layer);
+        }
     }
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
     for (i, (backend, &need)) in backends.iter().zip(&need).enumerate() {
