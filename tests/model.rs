@@ -961,6 +961,19 @@ fn a_context_past_i32_cache_indices_is_an_error() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A position near `usize::MAX` is an error, not an overflow of the
+/// context check.
+#[test]
+fn a_position_near_usize_max_is_an_error() {
+    let (path, cpu) = tiny_model("n-past");
+    let mut m = Model::load(&path, &cpu(64)).expect("load the synthetic model");
+    let e = m.eval(&[1], usize::MAX, false).unwrap_err();
+    assert!(e.to_string().contains("do not fit"), "{e}");
+    assert!(m.eval(&[1], 63, false).is_ok());
+    drop(m);
+    let _ = std::fs::remove_file(&path);
+}
+
 /// Everything a generation reports: tokens, stop reason, the tokens the
 /// cache holds afterwards, and the text.
 type GenerationOutcome = (Vec<u32>, Option<StopReason>, Vec<u32>, String);

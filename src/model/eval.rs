@@ -270,7 +270,10 @@ impl Evaluator {
                 c.n_vocab
             )));
         }
-        if tokens.is_empty() || n_past + tokens.len() > kv.n_ctx() {
+        let fits = n_past
+            .checked_add(tokens.len())
+            .is_some_and(|end| end <= kv.n_ctx());
+        if tokens.is_empty() || !fits {
             return Err(Error::invalid(format!(
                 "{} tokens after {n_past} do not fit the {}-position context",
                 tokens.len(),
