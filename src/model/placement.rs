@@ -274,7 +274,11 @@ impl LayerPlacement {
     /// embedding and the output head their own placement.
     pub fn tensor(&self, name: &str, n_rows: usize) -> Home {
         let (backend, offloaded) = match layer_of(name) {
-            Some(il) => (self.layer(il), il + self.n_offloaded >= self.layers.len()),
+            // A file may name any layer number (`blk.18446744073709551615.x`).
+            Some(il) => (
+                self.layer(il),
+                il.saturating_add(self.n_offloaded) >= self.layers.len(),
+            ),
             None if name == "token_embd.weight" => (self.input, false),
             None => (self.output, self.io_offloaded),
         };
@@ -345,6 +349,17 @@ mod tests {
         let cpu_only = single(30, Some(5), 0);
         assert_eq!(on(&cpu_only, "blk.0.ffn_up.weight"), 0);
         assert_eq!(cpu_only.offloaded_layers(), 0);
+    }
+
+    /// Layer numbers in tensor names come from the file: the largest one
+    /// is placed like any layer past the model's, without overflowing.
+    #[test]
+    fn any_layer_number_places_without_overflow() {
+        let split = GpuSplit::new(SplitMode::Row, 0, &[1.0, 1.0], &[None, None]).unwrap();
+        let p = LayerPlacement::new(4, Some(2), false, 2, &split);
+        let huge = format!("blk.{}.attn_q.weight", usize::MAX);
+        assert_eq!(p.tensor(&huge, 64), p.tensor("blk.99.attn_q.weight", 64));
+        assert!(matches!(p.tensor(&huge, 64), Home::Rows(_)));
     }
 
     #[test]
