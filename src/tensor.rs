@@ -11,6 +11,18 @@ use crate::{DType, Error, Result};
 /// Number of dimensions every layout has (unused ones are 1).
 pub const MAX_DIMS: usize = 4;
 
+/// Checks that no dimension is 0 and that the element count fits `usize`
+/// (strided views may repeat bytes, so their span does not bound it).
+fn check_dims(ne: [usize; MAX_DIMS]) -> Result<()> {
+    if ne.contains(&0) {
+        return Err(Error::shape(format!("zero-sized dimension in {ne:?}")));
+    }
+    match ne.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) {
+        Some(_) => Ok(()),
+        None => Err(Error::shape(format!("{ne:?} has too many elements"))),
+    }
+}
+
 /// The shape and strides of a tensor; where its bytes live is not part of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
@@ -25,9 +37,7 @@ pub struct Layout {
 impl Layout {
     /// A contiguous (row-major in ggml's sense) layout.
     pub fn contiguous(dtype: DType, ne: [usize; MAX_DIMS]) -> Result<Layout> {
-        if ne.contains(&0) {
-            return Err(Error::shape(format!("zero-sized dimension in {ne:?}")));
-        }
+        check_dims(ne)?;
         let row = dtype.row_bytes(ne[0])?;
         let mut nb = [dtype.block_bytes(), row, 0, 0];
         for i in 2..MAX_DIMS {
@@ -41,7 +51,8 @@ impl Layout {
         Ok(Layout { dtype, ne, nb })
     }
 
-    /// Total number of elements.
+    /// Total number of elements (it fits `usize` for every layout the
+    /// constructors make: they check).
     pub fn n_elements(&self) -> usize {
         self.ne.iter().product()
     }
@@ -101,6 +112,7 @@ impl Layout {
                 "reshape needs a contiguous tensor (use cont first)",
             ));
         }
+        check_dims(ne)?;
         if ne.iter().product::<usize>() != self.n_elements() {
             return Err(Error::shape(format!(
                 "cannot reshape {:?} to {ne:?}",
@@ -140,9 +152,7 @@ impl Layout {
 
     /// An arbitrary strided window; the caller checks it stays inside the source.
     pub fn strided(dtype: DType, ne: [usize; MAX_DIMS], nb: [usize; MAX_DIMS]) -> Result<Layout> {
-        if ne.contains(&0) {
-            return Err(Error::shape(format!("zero-sized dimension in {ne:?}")));
-        }
+        check_dims(ne)?;
         dtype.row_bytes(ne[0])?;
         if dtype.is_quantized() && nb[0] != dtype.block_bytes() {
             return Err(Error::shape("quantized rows must be dense"));
@@ -183,5 +193,17 @@ mod tests {
         assert_eq!((t.ne, t.nb), ([3, 4, 2, 1], [16, 4, 48, 96]));
         assert!(l.permute([0, 0, 1, 2]).is_err());
         assert!(p.reshape([24, 1, 1, 1]).is_err());
+    }
+
+    /// Element counts that overflow are errors, also where zero strides
+    /// keep the byte span small (n_elements() may then never overflow).
+    #[test]
+    fn element_count_overflow_is_an_error() {
+        let big = 1 << (usize::BITS / 2);
+        let e = Layout::strided(DType::F32, [1, big, big, 2], [4, 0, 0, 0]).unwrap_err();
+        assert!(e.to_string().contains("too many elements"), "{e}");
+        assert!(Layout::strided(DType::F32, [1, big, big - 1, 1], [4, 0, 0, 0]).is_ok());
+        let l = Layout::contiguous(DType::F32, [4, 1, 1, 1]).unwrap();
+        assert!(l.reshape([big, big, 2, 2]).is_err());
     }
 }

@@ -93,12 +93,13 @@ impl Graph {
             strides[i] = match nb.get(i - 1) {
                 Some(&s) => s,
                 None => {
-                    strides[i - 1]
-                        * if i == 1 {
-                            ne[0] / dtype.block_elems()
-                        } else {
-                            ne[i - 1]
-                        }
+                    let n = match i {
+                        1 => ne[0] / dtype.block_elems(),
+                        _ => ne[i - 1],
+                    };
+                    strides[i - 1].checked_mul(n).ok_or_else(|| {
+                        Error::shape(format!("view {ne:?} with strides {nb:?} overflows"))
+                    })?
                 }
             };
         }
@@ -421,7 +422,7 @@ impl Graph {
                     l.ne
                 ))
             })?;
-        if k == 0 || chunk < 2 * k {
+        if k == 0 || k > chunk / 2 {
             return Err(Error::shape(format!(
                 "top_k: k {k} must be at least 1 and at most half the chunk of {chunk}"
             )));
@@ -525,5 +526,25 @@ impl Graph {
         node.layout = layout;
         node.view_of = Some((a, 0));
         Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arguments whose arithmetic would overflow are shape errors.
+    #[test]
+    fn overflowing_arguments_are_errors() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[64]).unwrap();
+        // Default strides of a view: 4 bytes x usize::MAX / 2 values per
+        // row overflows.
+        let e = g.view(x, &[usize::MAX / 2, 8], &[], 0).unwrap_err();
+        assert!(e.to_string().contains("overflows"), "{e}");
+        // A top-k of more than half the chunk, however large.
+        assert!(g.top_k(x, usize::MAX, TOP_K_CHUNK, false).is_err());
+        assert!(g.top_k(x, 32, 64, false).is_ok());
+        assert!(g.top_k(x, 33, 64, false).is_err());
     }
 }
