@@ -143,7 +143,8 @@ fn a_graph_of_the_same_shape_reuses_bind_groups() {
         let x = g.input("x", DType::F32, &[8, 4]).unwrap();
         let y = g.diag_mask_inf(x, n_past).unwrap();
         g.set_output(y).unwrap();
-        let plan = wginfer::graph::plan_allocation(&g, &g.compute_order(), gpu.alignment());
+        let plan =
+            wginfer::graph::plan_allocation(&g, &g.compute_order(), gpu.alignment()).unwrap();
         let buf = buffers
             .get_or_insert_with(|| gpu.alloc_buffer(plan.size, BufferUsage::Compute).unwrap());
         plan.assign(&mut g, buf).unwrap();

@@ -30,7 +30,7 @@ pub trait TensorIo {
 
 impl<B: Backend + ?Sized> TensorIo for B {
     fn allocate_graph(&self, graph: &mut Graph) -> Result<BufferHandle> {
-        let plan = plan_allocation(graph, &graph.compute_order(), self.alignment());
+        let plan = plan_allocation(graph, &graph.compute_order(), self.alignment())?;
         let buffer = self.alloc_buffer(plan.size.max(1), BufferUsage::Compute)?;
         plan.assign(graph, &buffer)?;
         Ok(buffer)

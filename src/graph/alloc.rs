@@ -4,7 +4,7 @@
 
 use super::{Graph, Op, TensorData, TensorId};
 use crate::buffer::BufferHandle;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Offsets for the tensors that need storage, and the buffer size they take.
 #[derive(Clone, Debug, Default)]
@@ -39,7 +39,10 @@ struct FreeList {
 }
 
 impl FreeList {
-    fn alloc(&mut self, size: usize) -> usize {
+    /// An offset for `size` bytes; `None` when the range would pass
+    /// `usize::MAX` (free blocks lie below the high-water mark, so only
+    /// growing it can overflow).
+    fn alloc(&mut self, size: usize) -> Option<usize> {
         if let Some(i) = self.free.iter().position(|&(_, s)| s >= size) {
             let (off, s) = self.free[i];
             if s == size {
@@ -47,19 +50,19 @@ impl FreeList {
             } else {
                 self.free[i] = (off + size, s - size);
             }
-            return off;
+            return Some(off);
         }
         // Grow the top block if it ends at the high-water mark.
         if let Some(&(off, s)) = self.free.last() {
             if off + s == self.high_water {
+                self.high_water = off.checked_add(size)?;
                 self.free.pop();
-                self.high_water = off + size;
-                return off;
+                return Some(off);
             }
         }
         let off = self.high_water;
-        self.high_water += size;
-        off
+        self.high_water = off.checked_add(size)?;
+        Some(off)
     }
 
     fn release(&mut self, off: usize, size: usize) {
@@ -76,16 +79,21 @@ impl FreeList {
     }
 }
 
-fn round_up(n: usize, align: usize) -> usize {
-    n.div_ceil(align) * align
+fn round_up(n: usize, align: usize) -> Option<usize> {
+    n.div_ceil(align).checked_mul(align)
 }
 
 /// Plans storage for the unbound tensors among `nodes` (in execution order).
 ///
 /// Inputs and outputs keep their bytes for the whole graph; any other result
 /// is released after the last node in `nodes` that reads it (through views
-/// too), for the op after the next one to reuse.
-pub fn plan_allocation(graph: &Graph, nodes: &[TensorId], alignment: usize) -> AllocationPlan {
+/// too), for the op after the next one to reuse. An error for a node that
+/// is not in `graph`, or tensors that together pass `usize::MAX` bytes.
+pub fn plan_allocation(
+    graph: &Graph,
+    nodes: &[TensorId],
+    alignment: usize,
+) -> Result<AllocationPlan> {
     plan_allocation_where(graph, nodes, alignment, |_| true)
 }
 
@@ -97,8 +105,21 @@ pub fn plan_allocation_where(
     nodes: &[TensorId],
     alignment: usize,
     here: impl Fn(TensorId) -> bool,
-) -> AllocationPlan {
+) -> Result<AllocationPlan> {
+    graph.check_ids(nodes)?;
     let align = alignment.max(1);
+    let place = |list: &mut FreeList, id: TensorId| {
+        let bytes = graph.layout(id).span_bytes();
+        round_up(bytes, align)
+            .and_then(|size| Some((list.alloc(size)?, size)))
+            .ok_or_else(|| {
+                Error::OutOfMemory(format!(
+                    "'{}' ({bytes} bytes) does not fit in the address space after the \
+                     graph's other tensors",
+                    graph.node(id).name
+                ))
+            })
+    };
     let needs_storage = |id: TensorId| {
         let n = graph.node(id);
         n.view_of.is_none() && n.data.is_none() && here(id)
@@ -123,16 +144,14 @@ pub fn plan_allocation_where(
     // not share bytes with an intermediate that an earlier op frees.
     for &id in nodes {
         if needs_storage(id) && graph.node(id).op == Op::Input {
-            let size = round_up(graph.layout(id).span_bytes(), align);
-            let off = list.alloc(size);
+            let (off, size) = place(&mut list, id)?;
             placed[id.0] = Some((off, size));
             plan.offsets.push((id, off));
         }
     }
     for (step, &id) in nodes.iter().enumerate() {
         if needs_storage(id) && graph.node(id).op != Op::Input {
-            let size = round_up(graph.layout(id).span_bytes(), align);
-            let off = list.alloc(size);
+            let (off, size) = place(&mut list, id)?;
             placed[id.0] = Some((off, size));
             plan.offsets.push((id, off));
         }
@@ -155,7 +174,7 @@ pub fn plan_allocation_where(
         release(id);
     }
     plan.size = list.high_water;
-    plan
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -172,7 +191,7 @@ mod tests {
         let c = g.gelu(b).unwrap(); // a's bytes are not free yet
         let d = g.scale(c, 2.0).unwrap(); // may reuse a's bytes
         g.set_output(d).unwrap();
-        let plan = plan_allocation(&g, &g.compute_order(), 256);
+        let plan = plan_allocation(&g, &g.compute_order(), 256).unwrap();
         let off = |id| plan.offsets.iter().find(|(t, _)| *t == id).unwrap().1;
         assert_eq!(plan.offsets.len(), 5);
         let distinct = |ids: &[TensorId]| {
@@ -201,10 +220,23 @@ mod tests {
         let y = g.input("y", DType::F32, &[64]).unwrap();
         let d = g.add(c, y).unwrap();
         g.set_output(d).unwrap();
-        let plan = plan_allocation(&g, &g.compute_order(), 256);
+        let plan = plan_allocation(&g, &g.compute_order(), 256).unwrap();
         let off = |id| plan.offsets.iter().find(|(t, _)| *t == id).unwrap().1;
         for t in [x, a, b, c, d] {
             assert_ne!(off(y), off(t), "y shares bytes with {t:?}");
         }
+    }
+
+    /// Tensors whose bytes together pass `usize::MAX` are an error, not an
+    /// overflow of the plan's offsets; so is a node of another graph.
+    #[test]
+    fn too_many_bytes_and_foreign_nodes_are_errors() {
+        let mut g = Graph::new();
+        let half = 1usize << (usize::BITS - 3); // f32 values: half the address space
+        let x = g.input("x", DType::F32, &[half]).unwrap();
+        let y = g.input("y", DType::F32, &[half]).unwrap();
+        let e = plan_allocation(&g, &[x, y], 256).unwrap_err();
+        assert!(e.to_string().contains("'y'"), "{e}");
+        assert!(plan_allocation(&g, &[TensorId(7)], 256).is_err());
     }
 }

@@ -211,7 +211,7 @@ impl Scheduler {
             let placement = &s.placement;
             let plan = plan_allocation_where(&s.graph, &s.order, backend.alignment(), |id| {
                 placement[id.0].0 == b
-            });
+            })?;
             if plan.offsets.is_empty() {
                 continue;
             }
