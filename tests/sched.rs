@@ -223,6 +223,26 @@ fn a_tensor_no_backend_owns_is_an_error() {
     assert!(Scheduler::new(vec![]).is_err());
 }
 
+/// A schedule made for two backends, run or read by a scheduler of one:
+/// an error naming the missing backend, not an index out of bounds.
+#[test]
+fn a_schedule_for_more_backends_is_an_error() {
+    let (a, b): (Arc<dyn Backend>, Arc<dyn Backend>) = (
+        Arc::new(CpuBackend::with_threads(1)),
+        Arc::new(CpuBackend::with_threads(1)),
+    );
+    let t = two_layer(a.as_ref(), b.as_ref());
+    let mut two = Scheduler::new(vec![a.clone(), b]).unwrap();
+    let mut s = two.schedule(&t.g).unwrap();
+    two.allocate(&mut s).unwrap();
+    let mut one = Scheduler::new(vec![a]).unwrap();
+    one.write_f32(&s, t.x, &x_values()).unwrap(); // x is on backend 0
+    let e = one.compute(&s).unwrap_err().to_string();
+    assert!(e.contains("backend 1"), "{e}");
+    let e = one.read_f32(&s, t.out).unwrap_err().to_string();
+    assert!(e.contains("backend 1"), "{e}");
+}
+
 #[test]
 fn a_graph_of_views_runs_no_split() {
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1));

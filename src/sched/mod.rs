@@ -127,6 +127,17 @@ impl std::fmt::Debug for Scheduler {
     }
 }
 
+/// Backend `b` of a schedule's placement: an error for a schedule that a
+/// scheduler with more backends made.
+fn backend_at(backends: &[Arc<dyn Backend>], b: usize) -> Result<&dyn Backend> {
+    backends.get(b).map(|b| b.as_ref()).ok_or_else(|| {
+        Error::invalid(format!(
+            "the schedule runs on backend {b}, but this scheduler has {} backends",
+            backends.len()
+        ))
+    })
+}
+
 impl Scheduler {
     /// A scheduler over `backends`, highest priority first; the last one is
     /// the fallback for ops the others decline.
@@ -239,7 +250,7 @@ impl Scheduler {
     fn backend_of(&self, s: &Schedule, original: TensorId) -> Result<(&dyn Backend, TensorId)> {
         let id = s.tensor(original)?;
         let b = s.placement[id.0].0;
-        Ok((self.backends[b].as_ref(), id))
+        Ok((backend_at(&self.backends, b)?, id))
     }
 
     /// Writes i32 values into an input of the original graph.
@@ -267,7 +278,7 @@ impl Scheduler {
             let start = Instant::now();
             self.copy_in(s, split, &mut stats)?;
             stats.transfer_time += start.elapsed();
-            self.backends[split.backend].compute(&s.graph, &split.nodes)?;
+            backend_at(&self.backends, split.backend)?.compute(&s.graph, &split.nodes)?;
             stats.splits += 1;
         }
         Ok(stats)
@@ -276,7 +287,7 @@ impl Scheduler {
     /// Fills a split's transfer nodes: one batched read per source backend,
     /// so a GPU is waited for once per split, then a write of each.
     fn copy_in(&mut self, s: &Schedule, split: &Split, stats: &mut RunStats) -> Result<()> {
-        let to = self.backends[split.backend].as_ref();
+        let to = backend_at(&self.backends, split.backend)?;
         let source = |t: &TensorId| s.placement[s.graph.node(*t).src[0].0].0;
         let mut sources: Vec<usize> = split.transfers.iter().map(source).collect();
         sources.sort_unstable();
@@ -308,7 +319,7 @@ impl Scheduler {
                     out,
                 });
             }
-            self.backends[from].read_buffers(&mut reads)?;
+            backend_at(&self.backends, from)?.read_buffers(&mut reads)?;
             let mut at = 0;
             for (&t, &len) in group.iter().zip(&lens) {
                 let want = s.graph.data(t)?;
