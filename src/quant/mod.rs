@@ -244,12 +244,18 @@ fn inverse(d: f32) -> f32 {
 
 /// Views a block-sized slice as an array; the length check is what lets the
 /// compiler drop bounds checks in the block loops.
+///
+/// The panic is [`QuantBlock`]'s documented contract for a wrong-length
+/// slice. No file or argument reaches it: the crate's callers pass
+/// `chunks_exact(ELEMS)` pieces, fixed sub-blocks of a block, or
+/// `ELEMS`-long windows of a row whose length `check_row` checked first.
 fn as_block<const N: usize>(values: &[f32]) -> &[f32; N] {
     values
         .try_into()
         .unwrap_or_else(|_| panic!("a block holds {N} values, got {}", values.len()))
 }
 
+/// [`as_block`] for writing (the same contract).
 fn as_block_mut<const N: usize>(values: &mut [f32]) -> &mut [f32; N] {
     let len = values.len();
     values

@@ -491,6 +491,9 @@ mod avx2 {
     /// A block's 32 activation codes.
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn codes(xq: &[i8]) -> __m256i {
+        // Guards the unsafe load; never fails: every caller passes a
+        // `Q8Block`'s 32 codes, a `chunks_exact(BLOCK)` piece or a q8_0
+        // block's 32 `qs`.
         assert!(xq.len() >= BLOCK);
         // SAFETY: checked above: 32 readable bytes; the load is unaligned.
         unsafe { _mm256_loadu_si256(xq.as_ptr().cast()) }
