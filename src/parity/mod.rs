@@ -6,9 +6,11 @@
 //! `examples/backend_ops.rs` runs the same cases from the command line.
 
 mod cases;
+mod llama;
 
 pub use crate::rng::Rng;
 pub use cases::{all_cases, perf_cases};
+pub use llama::{llama_cases, LlamaCase, Skip};
 
 use std::time::Instant;
 

@@ -241,6 +241,13 @@ impl WgpuBackend {
         &self.dev.gpu.summary
     }
 
+    /// Bytes of the largest tensor a kernel can bind (the device's storage
+    /// binding limit): ops on larger tensors are not supported here and
+    /// are scheduled on another backend.
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.dev.gpu.limits.max_storage_buffer_binding_size
+    }
+
     /// Whether op parameters travel as immediates (else through a uniform buffer).
     pub fn uses_immediates(&self) -> bool {
         self.dev.immediates
