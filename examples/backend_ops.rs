@@ -5,14 +5,19 @@
 //! cargo run --release --example backend_ops -- --mode perf --op mul_mat
 //! ```
 //! Test mode prints one line per case and ends with `N passed, M failed`;
-//! perf mode prints microseconds and GB/s per case.
+//! perf mode prints microseconds and GB/s per case. Besides wginfer's own
+//! cases it runs llama.cpp's test-backend-ops cases from a case list
+//! (`--cases FILE`; by default the repository's
+//! `tests/data/llamacpp/backend_ops_cases_list.txt`, `--cases none` for
+//! wginfer's only), each printed under llama.cpp's case string, so a failure
+//! can be looked up there.
 
 use std::process::ExitCode;
 
 use wginfer::backend::cpu::CpuBackend;
 use wginfer::backend::wgpu::{AdapterChoice, Reduction, WgpuBackend, WgpuOptions};
 use wginfer::backend::Backend;
-use wginfer::parity::{all_cases, check, perf_cases};
+use wginfer::parity::{all_cases, check, llama_cases, perf_cases, Case};
 
 struct Args {
     perf: bool,
@@ -20,11 +25,18 @@ struct Args {
     name: Option<String>,
     backend: String,
     options: WgpuOptions,
+    /// A test-backend-ops case list, or `None` for wginfer's cases only.
+    cases: Option<String>,
 }
+
+const DEFAULT_LIST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/llamacpp/backend_ops_cases_list.txt"
+);
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: backend_ops [--mode test|perf] [--op NAME] [--name SUBSTRING] [--backend wgpu|cpu] [--variant subgroup|workgroup] [--adapter INDEX|NAME]"
+        "usage: backend_ops [--mode test|perf] [--op NAME] [--name SUBSTRING] [--backend wgpu|cpu] [--variant subgroup|workgroup] [--adapter INDEX|NAME] [--cases FILE|none]"
     );
     ExitCode::from(2)
 }
@@ -36,6 +48,7 @@ fn parse() -> Result<Args, String> {
         name: None,
         backend: "wgpu".into(),
         options: WgpuOptions::default(),
+        cases: Some(DEFAULT_LIST.into()),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -53,6 +66,7 @@ fn parse() -> Result<Args, String> {
                 args.options.reduction = Reduction::parse(&value()?).map_err(|e| e.to_string())?
             }
             "--adapter" => args.options.adapter = AdapterChoice::parse(&value()?),
+            "--cases" => args.cases = Some(value()?).filter(|v| v != "none"),
             "-h" | "--help" => return Err(String::new()),
             f => return Err(format!("unknown flag '{f}'")),
         }
@@ -91,13 +105,7 @@ fn main() -> ExitCode {
             return usage();
         }
     };
-    // Perf mode adds the perf-only shapes after the suite's own.
-    let cases = match all_cases().and_then(|mut c| {
-        if args.perf {
-            c.extend(perf_cases()?);
-        }
-        Ok(c)
-    }) {
+    let cases = match build_cases(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("backend_ops: building cases failed: {e}");
@@ -149,4 +157,39 @@ fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// wginfer's cases (perf mode adds its perf-only shapes), then those of the
+/// llama.cpp case list that wginfer expresses; how many of the list's were
+/// left out, and why, goes to stderr.
+fn build_cases(args: &Args) -> Result<Vec<Case>, String> {
+    let mut cases = all_cases().map_err(|e| e.to_string())?;
+    if args.perf {
+        cases.extend(perf_cases().map_err(|e| e.to_string())?);
+    }
+    let Some(path) = &args.cases else {
+        return Ok(cases);
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if path == DEFAULT_LIST && e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("no case list at {path}: wginfer's cases only");
+            return Ok(cases);
+        }
+        Err(e) => return Err(format!("{path}: {e}")),
+    };
+    let mut left_out = std::collections::BTreeMap::<String, usize>::new();
+    for c in llama_cases(&text).map_err(|e| e.to_string())? {
+        match c.case {
+            Ok(case) => cases.push(case),
+            Err(why) => {
+                let op = c.name.split('(').next().unwrap_or_default();
+                *left_out.entry(format!("{op}: {why:?}")).or_default() += 1;
+            }
+        }
+    }
+    for (why, n) in left_out {
+        eprintln!("{n:5} of {path} left out, {why}");
+    }
+    Ok(cases)
 }
