@@ -1,21 +1,37 @@
-// get_rows: d[i0, ir, j2, j3] = a[i0, b[ir, j2, j3], j2, j3] as f32, one
-// invocation per output value, any table type through the defs' `dequant`
-// (a block is one element for f32/f16). Ported from the seed's op_getrows*.
-// p.x.x: values per block. An index outside the table gives a row of
-// zeros (the CPU reference returns an error instead).
+// get_rows: d[i0, ir, j2, j3] = a[i0, b[ir, j2, j3], j2, j3] as f32, with
+// mul_mat's block decoders (quant.wgsl, picked in the defs): one invocation
+// decodes one 8-value unit of an output row and stores its values where
+// x_elem places them. An index outside the table gives a row of zeros (the
+// CPU reference returns an error instead).
+
+fn put(k: u32, at: vec4<u32>, v: f32) {
+    if (k < p.d.ne.x) {
+        store_d(addr(p.d, vec4<u32>(k, at.y, at.z, at.w)), v);
+    }
+}
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
     let i = group_index(ids.wid, ids.nwg) * WG + ids.lid;
-    if (i >= n_elements(p.d)) {
+    let units = n_units(p.a.ne.x);
+    let rows = p.d.ne.y * p.d.ne.z * p.d.ne.w;
+    if (i >= units * rows) {
         return;
     }
-    let o = unravel(i, p.d.ne);
+    let u = i % units;
+    let o = unravel(i / units * p.d.ne.x, p.d.ne);
     let row = bitcast<i32>(b_word(addr(p.b, vec4<u32>(o.y, o.z, o.w, 0u))));
-    var v = 0.0;
+    var w = Unit(vec4<f32>(0.0), vec4<f32>(0.0));
     if (row >= 0 && u32(row) < p.a.ne.y) {
-        let qk = p.x.x;
-        v = dequant(addr(p.a, vec4<u32>(o.x / qk, u32(row), o.z, o.w)), o.x % qk);
+        w = unit_w(addr(p.a, vec4<u32>(0u, u32(row), o.z, o.w)), u);
     }
-    store_d(addr(p.d, o), v);
+    // Constant indices keep the unit in registers.
+    put(x_elem(u, 0u), o, w[0].x);
+    put(x_elem(u, 1u), o, w[0].y);
+    put(x_elem(u, 2u), o, w[0].z);
+    put(x_elem(u, 3u), o, w[0].w);
+    put(x_elem(u, 4u), o, w[1].x);
+    put(x_elem(u, 5u), o, w[1].y);
+    put(x_elem(u, 6u), o, w[1].z);
+    put(x_elem(u, 7u), o, w[1].w);
 }

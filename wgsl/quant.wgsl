@@ -159,25 +159,25 @@ fn dq_f16(row: u32, u: u32) -> Unit {
 // qs[j] - 8) * d, value j + 16 = (hi nibble - 8) * d. Code word w of the
 // block at s.
 fn dq_q4_0(s: u32, w: u32) -> Unit {
-    let d = vec4<f32>(f16_lo(a_u32_at(s)));
-    let q = a_u32_at(s + 2u + 4u * w);
+    let d = vec4<f32>(f16_lo(a_u32_at(s + Q4_0_D)));
+    let q = a_u32_at(s + Q4_0_QS + 4u * w);
     let md = -8.0 * d;
     return Unit(fma(nib_lo(q), d, md), fma(nib_hi(q), d, md));
 }
 
 // q4_1 (20 bytes): f16 d, f16 m, 16 bytes of codes; value = code * d + m.
 fn dq_q4_1(s: u32, w: u32) -> Unit {
-    let dm = unpack2x16float(a_u32_at(s));
+    let dm = unpack2x16float(a_u32_at(s + Q4_1_D));
     let d = vec4<f32>(dm.x);
     let m = vec4<f32>(dm.y);
-    let q = a_u32_at(s + 4u + 4u * w);
+    let q = a_u32_at(s + Q4_1_QS + 4u * w);
     return Unit(fma(nib_lo(q), d, m), fma(nib_hi(q), d, m));
 }
 
 // q8_0 (34 bytes): f16 d, 32 signed bytes; value = q * d. Values 8w..8w+8.
 fn dq_q8_0(s: u32, w: u32) -> Unit {
-    let d = f16_lo(a_u32_at(s));
-    let q = a_vec2_at(s + 2u + 8u * w);
+    let d = f16_lo(a_u32_at(s + Q8_0_D));
+    let q = a_vec2_at(s + Q8_0_QS + 8u * w);
     return Unit(vec4<f32>(unpack4xI8(q.x)) * d, vec4<f32>(unpack4xI8(q.y)) * d);
 }
 
@@ -198,8 +198,8 @@ fn q5_codes(qh: u32, q: u32, w: u32) -> Unit {
 // q5_0 (22 bytes): f16 d, u32 fifth bits, 16 bytes of low nibbles;
 // value = (code - 16) * d.
 fn dq_q5_0(s: u32, w: u32) -> Unit {
-    let d = f16_lo(a_u32_at(s));
-    return q5_unit(a_u32_at(s + 2u), a_u32_at(s + 6u + 4u * w), w, vec2<f32>(d, -16.0 * d));
+    let d = f16_lo(a_u32_at(s + Q5_0_D));
+    return q5_unit(a_u32_at(s + Q5_0_QH), a_u32_at(s + Q5_0_QS + 4u * w), w, vec2<f32>(d, -16.0 * d));
 }
 
 // Unit w of a q5 block: codes * dm.x + dm.y.
@@ -212,7 +212,7 @@ fn q5_unit(qh: u32, q: u32, w: u32, dm: vec2<f32>) -> Unit {
 
 // q5_1 (24 bytes): f16 d, f16 m, u32 fifth bits, low nibbles; value = code * d + m.
 fn dq_q5_1(s: u32, w: u32) -> Unit {
-    return q5_unit(a_u32_at(s + 4u), a_u32_at(s + 8u + 4u * w), w, unpack2x16float(a_u32_at(s)));
+    return q5_unit(a_u32_at(s + Q5_1_QH), a_u32_at(s + Q5_1_QS + 4u * w), w, unpack2x16float(a_u32_at(s + Q5_1_D)));
 }
 
 // Byte i of the 12 q4_K/q5_K scale bytes, held as three words.
@@ -243,8 +243,8 @@ fn k_sub(r: u32) -> u32 {
 // d * scale * code - dmin * min. Step and offset (d * scale, dmin * min)
 // of sub-block `sub` of the block at s (q5_K has the same fields).
 fn k_sub_head(s: u32, sub: u32) -> vec2<f32> {
-    let dm = unpack2x16float(a_u32_at(s));
-    let sc = vec3<u32>(a_u32_at(s + 4u), a_u32_at(s + 8u), a_u32_at(s + 12u));
+    let dm = unpack2x16float(a_u32_at(s + Q4_K_D));
+    let sc = vec3<u32>(a_u32_at(s + Q4_K_SCALES), a_u32_at(s + Q4_K_SCALES + 4u), a_u32_at(s + Q4_K_SCALES + 8u));
     return q4_k_scale_min(sc, sub) * dm;
 }
 
@@ -260,7 +260,7 @@ fn k_unit_words(s: u32, r: u32, qs: u32) -> QChunk {
 }
 
 fn dq_q4_k(s: u32, r: u32) -> Unit {
-    let c = k_unit_words(s, r, 16u);
+    let c = k_unit_words(s, r, Q4_K_QS);
     let step = vec4<f32>(c.head.x);
     let offset = vec4<f32>(-c.head.y);
     return Unit(fma(nib_lo(c.q.x), step, offset), fma(nib_lo(c.q.y), step, offset));
@@ -270,8 +270,8 @@ fn dq_q4_k(s: u32, r: u32) -> Unit {
 // of value l of sub-block t is bit t of qh[l]), then the low bits as q4_K's
 // codes.
 fn dq_q5_k(s: u32, r: u32) -> Unit {
-    let c = k_unit_words(s, r, 48u);
-    return q5_k_unit(c.q, a_vec2_at(s + 16u + 8u * (r & 3u)) >> vec2<u32>(k_sub(r)), c.head);
+    let c = k_unit_words(s, r, Q5_K_QS);
+    return q5_k_unit(c.q, a_vec2_at(s + Q5_K_QH + 8u * (r & 3u)) >> vec2<u32>(k_sub(r)), c.head);
 }
 
 // Eight q5_K values: low nibbles of `lo`, fifth bits the low bits of `hi`'s
@@ -307,16 +307,16 @@ fn dq_q6_k(s: u32, r: u32) -> Unit {
     let h = r >> 4u;
     let pb = (r >> 3u) & 1u;
     let l0 = 4u * (r & 7u);
-    let ql = a_u32_at(s + 64u * h + 32u * pb + l0);
-    let qh = a_u32_at(s + 128u + 32u * h + l0);
+    let ql = a_u32_at(s + Q6_K_QL + 64u * h + 32u * pb + l0);
+    let qh = a_u32_at(s + Q6_K_QH + 32u * h + l0);
     return q6_unit(ql, qh, pb, q6_steps(s, h, 2u * pb + (l0 >> 4u)));
 }
 
 // The steps (d times the scale) of quarters t and t + 2 of half h of the
 // q6_K block at s.
 fn q6_steps(s: u32, h: u32, t: u32) -> vec2<f32> {
-    let sw = a_vec2_at(s + 192u + 8u * h);
-    let d = f16_lo(a_u32_at(s + 208u));
+    let sw = a_vec2_at(s + Q6_K_SCALES + 8u * h);
+    let d = f16_lo(a_u32_at(s + Q6_K_D));
     return d * vec2<f32>(i8_at(sw, t), i8_at(sw, t + 4u));
 }
 
@@ -356,8 +356,8 @@ fn q2_k_heads(sm: u32, dm: vec2<f32>) -> vec4<f32> {
 }
 
 fn dq_q2_k(s: u32, r: u32) -> Unit {
-    let h = q2_k_heads(a_u32_at(s + (r >> 1u)), unpack2x16float(a_u32_at(s + 80u)));
-    let q = k2_words(s + 16u, r);
+    let h = q2_k_heads(a_u32_at(s + Q2_K_SCALES + (r >> 1u)), unpack2x16float(a_u32_at(s + Q2_K_D)));
+    let q = k2_words(s + Q2_K_QS, r);
     let step = vec4<f32>(h.x);
     let offset = vec4<f32>(-h.y);
     return Unit(fma(nib_lo(q.x), step, offset), fma(nib_lo(q.y), step, offset));
@@ -374,13 +374,13 @@ fn q3_k_scale(w: vec3<u32>, sub: u32) -> f32 {
 // The steps (d times the scale) of q3_K sub-blocks `sub` and `sub` + 1 of
 // the block at s.
 fn q3_k_steps(s: u32, sub: u32) -> vec2<f32> {
-    let sc = vec3<u32>(a_u32_at(s + 96u), a_u32_at(s + 100u), a_u32_at(s + 104u));
-    let d = f16_lo(a_u32_at(s + 108u));
+    let sc = vec3<u32>(a_u32_at(s + Q3_K_SCALES), a_u32_at(s + Q3_K_SCALES + 4u), a_u32_at(s + Q3_K_SCALES + 8u));
+    let d = f16_lo(a_u32_at(s + Q3_K_D));
     return d * vec2<f32>(q3_k_scale(sc, sub), q3_k_scale(sc, sub + 1u));
 }
 
 fn dq_q3_k(s: u32, r: u32) -> Unit {
-    let q = k2_words(s + 32u, r) | k3_high(a_vec2_at(s + 8u * (r & 3u)), r >> 2u);
+    let q = k2_words(s + Q3_K_QS, r) | k3_high(a_vec2_at(s + Q3_K_HMASK + 8u * (r & 3u)), r >> 2u);
     let step = vec4<f32>(q3_k_steps(s, r >> 1u).x);
     let offset = -4.0 * step;
     return Unit(fma(nib_lo(q.x), step, offset), fma(nib_lo(q.y), step, offset));
@@ -483,25 +483,25 @@ fn byte_raw(w: u32) -> vec4<f32> {
 // The q4_0 block at s; unit w is code word w: value = d * (code - 8) =
 // 16d * r - 24d.
 fn q4_0_quad(s: u32) -> QChunkQuad {
-    let d = f16_lo(a_u32_at(s));
-    return nibble_quad(vec2<f32>(16.0 * d, -24.0 * d), a_vec4_at(s + 2u));
+    let d = f16_lo(a_u32_at(s + Q4_0_D));
+    return nibble_quad(vec2<f32>(16.0 * d, -24.0 * d), a_vec4_at(s + Q4_0_QS));
 }
 
 // q4_1: value = d * code + m = 16d * r + (m - 16d).
 fn q4_1_quad(s: u32) -> QChunkQuad {
-    let dm = unpack2x16float(a_u32_at(s));
-    return nibble_quad(vec2<f32>(16.0 * dm.x, dm.y - 16.0 * dm.x), a_vec4_at(s + 4u));
+    let dm = unpack2x16float(a_u32_at(s + Q4_1_D));
+    return nibble_quad(vec2<f32>(16.0 * dm.x, dm.y - 16.0 * dm.x), a_vec4_at(s + Q4_1_QS));
 }
 
 // The q5_0 block at s: value = d * (code - 16).
 fn q5_0_quad(s: u32) -> UnitQuad {
-    let d = f16_lo(a_u32_at(s));
-    return q5_quad(a_u32_at(s + 2u), a_vec4_at(s + 6u), vec2<f32>(d, -16.0 * d));
+    let d = f16_lo(a_u32_at(s + Q5_0_D));
+    return q5_quad(a_u32_at(s + Q5_0_QH), a_vec4_at(s + Q5_0_QS), vec2<f32>(d, -16.0 * d));
 }
 
 // q5_1: value = d * code + m.
 fn q5_1_quad(s: u32) -> UnitQuad {
-    return q5_quad(a_u32_at(s + 4u), a_vec4_at(s + 8u), unpack2x16float(a_u32_at(s)));
+    return q5_quad(a_u32_at(s + Q5_1_QH), a_vec4_at(s + Q5_1_QS), unpack2x16float(a_u32_at(s + Q5_1_D)));
 }
 
 fn q5_quad(qh: u32, q: vec4<u32>, dm: vec2<f32>) -> UnitQuad {
@@ -512,12 +512,12 @@ fn q5_quad(qh: u32, q: vec4<u32>, dm: vec2<f32>) -> UnitQuad {
 // bit `sub` of the 32 qh bytes.
 fn q5_k_quad(s: u32, sub: u32) -> UnitQuad {
     let h = k_sub_head(s, sub);
-    let at = s + 48u + 32u * (sub >> 1u);
+    let at = s + Q5_K_QS + 32u * (sub >> 1u);
     let sh = vec4<u32>(4u * (sub & 1u));
     let lo0 = a_vec4_at(at) >> sh;
     let lo1 = a_vec4_at(at + 16u) >> sh;
-    let hi0 = a_vec4_at(s + 16u) >> vec4<u32>(sub);
-    let hi1 = a_vec4_at(s + 32u) >> vec4<u32>(sub);
+    let hi0 = a_vec4_at(s + Q5_K_QH) >> vec4<u32>(sub);
+    let hi1 = a_vec4_at(s + Q5_K_QH + 16u) >> vec4<u32>(sub);
     return UnitQuad(
         q5_k_unit(lo0.xy, hi0.xy, h),
         q5_k_unit(lo0.zw, hi0.zw, h),
@@ -532,8 +532,8 @@ fn q6_k_quad(s: u32, t: u32) -> UnitQuad {
     let h = t >> 2u;
     let pb = (t >> 1u) & 1u;
     let l = 16u * (t & 1u);
-    let ql = a_vec4_at(s + 64u * h + 32u * pb + l);
-    let qh = a_vec4_at(s + 128u + 32u * h + l);
+    let ql = a_vec4_at(s + Q6_K_QL + 64u * h + 32u * pb + l);
+    let qh = a_vec4_at(s + Q6_K_QH + 32u * h + l);
     let st = q6_steps(s, h, 2u * pb + (t & 1u));
     return UnitQuad(q6_unit(ql.x, qh.x, pb, st), q6_unit(ql.y, qh.y, pb, st), q6_unit(ql.z, qh.z, pb, st), q6_unit(ql.w, qh.w, pb, st));
 }
@@ -545,9 +545,9 @@ fn q4_unit(ch: QChunk) -> Unit {
 // The q8_0 block at s; unit w is values 8w..8w+8: value = d * code =
 // 256d * r - 384d.
 fn q8_0_quad(s: u32) -> QChunkQuad {
-    let d = f16_lo(a_u32_at(s));
+    let d = f16_lo(a_u32_at(s + Q8_0_D));
     let flip = vec4<u32>(0x80808080u);
-    return pair_quad(vec2<f32>(256.0 * d, -384.0 * d), a_vec4_at(s + 2u) ^ flip, a_vec4_at(s + 18u) ^ flip);
+    return pair_quad(vec2<f32>(256.0 * d, -384.0 * d), a_vec4_at(s + Q8_0_QS) ^ flip, a_vec4_at(s + Q8_0_QS + 16u) ^ flip);
 }
 
 // Sub-block `sub` of the q4_K block at s (units 4 sub..4 sub + 4, see
@@ -555,7 +555,7 @@ fn q8_0_quad(s: u32) -> QChunkQuad {
 // bytes. value = step * code - offset = 16 step * r - (16 step + offset).
 fn q4_k_quad(s: u32, sub: u32) -> QChunkQuad {
     let h = k_sub_head(s, sub);
-    let at = s + 16u + 32u * (sub >> 1u);
+    let at = s + Q4_K_QS + 32u * (sub >> 1u);
     let sh = vec4<u32>(4u * (sub & 1u));
     return pair_quad(vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y), a_vec4_at(at) >> sh, a_vec4_at(at + 16u) >> sh);
 }
@@ -580,8 +580,8 @@ fn k2_quad_words(qs: u32, t: u32) -> array<vec4<u32>, 2> {
 // q2_K block at s, in q4_K's chunk form (codes as nibbles): value = step *
 // code - offset = 16 step * r - (16 step + offset).
 fn q2_k_quad(s: u32, t: u32) -> QChunkQuad {
-    let h = q2_k_heads(a_u32_at(s + 2u * t), unpack2x16float(a_u32_at(s + 80u)));
-    let q = k2_quad_words(s + 16u, t);
+    let h = q2_k_heads(a_u32_at(s + Q2_K_SCALES + 2u * t), unpack2x16float(a_u32_at(s + Q2_K_D)));
+    let q = k2_quad_words(s + Q2_K_QS, t);
     return halves_quad(
         vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y),
         vec2<f32>(16.0 * h.z, -16.0 * h.z - h.w),
@@ -593,9 +593,9 @@ fn q2_k_quad(s: u32, t: u32) -> QChunkQuad {
 // The same units of the q3_K block at s, codes 0..8 (the third bit from
 // hmask) as nibbles: value = step * (code - 4) = 16 step * r - 20 step.
 fn q3_k_quad(s: u32, t: u32) -> QChunkQuad {
-    let q = k2_quad_words(s + 32u, t);
-    let h0 = a_vec4_at(s);
-    let h1 = a_vec4_at(s + 16u);
+    let q = k2_quad_words(s + Q3_K_QS, t);
+    let h0 = a_vec4_at(s + Q3_K_HMASK);
+    let h1 = a_vec4_at(s + Q3_K_HMASK + 16u);
     let lo = q[0] | vec4<u32>(k3_high(h0.xy, t), k3_high(h0.zw, t));
     let hi = q[1] | vec4<u32>(k3_high(h1.xy, t), k3_high(h1.zw, t));
     let st = q3_k_steps(s, 2u * t);

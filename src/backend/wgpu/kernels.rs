@@ -176,6 +176,7 @@ const SOURCE_NAMES: [&str; 4] = ["a", "b", "c", "e"];
 pub(super) fn compose(key: &KernelKey, immediates: bool, reduction: Reduction) -> String {
     let mut s = String::from(key.enables);
     s.push_str(COMMON);
+    s.push_str(super::block_layouts::wgsl());
     if immediates {
         s.push_str("var<immediate> p: Params;\n");
     } else {

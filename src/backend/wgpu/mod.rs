@@ -6,6 +6,7 @@
 //! (once per split on CPU-type adapters); a split without dispatches
 //! submits nothing.
 
+mod block_layouts;
 mod buffer;
 mod gpu;
 mod kernels;

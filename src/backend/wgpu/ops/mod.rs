@@ -2,12 +2,12 @@
 //! dispatch sizes. Each returns the dispatches a node needs (none for views).
 
 mod argmax;
+mod decoders;
 mod elementwise;
 mod flash_attn;
 mod fuse;
 mod get_rows;
 mod mul_mat;
-mod mul_mat_decoders;
 mod norm;
 mod rope;
 mod set_rows;

@@ -3,7 +3,7 @@
 //!
 //! Two kernels share the block decoders of `wgsl/quant.wgsl`, so the only
 //! type-specific WGSL is a few lines of `defs` choosing a decoder
-//! (`mul_mat_decoders.rs`):
+//! (`decoders.rs`):
 //! - `mul_mat_<T>_f32_f32_<sg|wg>` (`wgsl/mul_mat_vec.wgsl`): four rows of 1, 2
 //!   or 4 columns per workgroup and a workgroup reduction per output; for
 //!   decode and batches of up to 8 columns.
@@ -14,7 +14,7 @@
 //! f32/f16 weights may have any element stride (transposed views run, just
 //! slower); quantized weights need dense rows (ggml cannot make others).
 
-use super::mul_mat_decoders::defs;
+use super::decoders::defs;
 use super::{key, OpEncoder};
 use crate::backend::wgpu::kernels::KernelKey;
 use crate::backend::wgpu::params::Params;

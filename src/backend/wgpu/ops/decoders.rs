@@ -1,11 +1,12 @@
-//! Which `wgsl/quant.wgsl` decoder mul_mat's kernels use for each weight
-//! type: the only type-specific part of the mat-vec and tiled kernels.
+//! Which `wgsl/quant.wgsl` decoder each weight type uses: the one place a
+//! type's blocks are decoded, and the only type-specific part of mul_mat's
+//! mat-vec, tiled and cooperative kernels and of get_rows.
 
 use crate::DType;
 
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
 /// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
-/// the units of a row of `k` values (for both kernels); `load_quad(row, q)`
+/// the units of a row of `k` values (for the tiled kernels and get_rows); `load_quad(row, q)`
 /// reads quad `q` (units 4q..4q+4 of block types, unit q of float rows) in
 /// the mat-vec kernel's form, whose `chunk_unit(chunk)` and
 /// `chunk_head(chunk)` give each unit; `HAS_OFFSET` says whether heads
@@ -71,101 +72,101 @@ pub fn defs(t: DType) -> Option<&'static str> {
         DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16", "float_units(k)", false),
         DType::BF16 => decoder!("dq_bf16(row, u)", "x_elem_f16", "float_units(k)", false),
         DType::Q4_0 => decoder!(
-            "dq_q4_0(row + 18u * (u >> 2u), u & 3u)",
+            "dq_q4_0(row + Q4_0_BYTES * (u >> 2u), u & 3u)",
             "x_elem_q4",
             "k / 8u",
             "QChunk",
-            "q4_0_quad(row + 18u * q)",
+            "q4_0_quad(row + Q4_0_BYTES * q)",
             "q4",
             true,
             true
         ),
         DType::Q4_1 => decoder!(
-            "dq_q4_1(row + 20u * (u >> 2u), u & 3u)",
+            "dq_q4_1(row + Q4_1_BYTES * (u >> 2u), u & 3u)",
             "x_elem_q4",
             "k / 8u",
             "QChunk",
-            "q4_1_quad(row + 20u * q)",
+            "q4_1_quad(row + Q4_1_BYTES * q)",
             "q4",
             true,
             true
         ),
         DType::Q5_0 => decoder!(
-            "dq_q5_0(row + 22u * (u >> 2u), u & 3u)",
+            "dq_q5_0(row + Q5_0_BYTES * (u >> 2u), u & 3u)",
             "x_elem_q4",
             "k / 8u",
             "Unit",
-            "q5_0_quad(row + 22u * q)",
+            "q5_0_quad(row + Q5_0_BYTES * q)",
             "plain",
             false,
             true
         ),
         DType::Q5_1 => decoder!(
-            "dq_q5_1(row + 24u * (u >> 2u), u & 3u)",
+            "dq_q5_1(row + Q5_1_BYTES * (u >> 2u), u & 3u)",
             "x_elem_q4",
             "k / 8u",
             "Unit",
-            "q5_1_quad(row + 24u * q)",
+            "q5_1_quad(row + Q5_1_BYTES * q)",
             "plain",
             false,
             true
         ),
         DType::Q4K => decoder!(
-            "dq_q4_k(row + 144u * (u >> 5u), u & 31u)",
+            "dq_q4_k(row + Q4_K_BYTES * (u >> 5u), u & 31u)",
             "x_elem_k",
             "k / 8u",
             "QChunk",
-            "q4_k_quad(row + 144u * (q >> 3u), q & 7u)",
+            "q4_k_quad(row + Q4_K_BYTES * (q >> 3u), q & 7u)",
             "q4_k",
             true,
             true
         ),
         DType::Q5K => decoder!(
-            "dq_q5_k(row + 176u * (u >> 5u), u & 31u)",
+            "dq_q5_k(row + Q5_K_BYTES * (u >> 5u), u & 31u)",
             "x_elem_k",
             "k / 8u",
             "Unit",
-            "q5_k_quad(row + 176u * (q >> 3u), q & 7u)",
+            "q5_k_quad(row + Q5_K_BYTES * (q >> 3u), q & 7u)",
             "plain",
             false,
             true
         ),
         DType::Q8_0 => decoder!(
-            "dq_q8_0(row + 34u * (u >> 2u), u & 3u)",
+            "dq_q8_0(row + Q8_0_BYTES * (u >> 2u), u & 3u)",
             "x_elem_linear",
             "k / 8u",
             "QChunk",
-            "q8_0_quad(row + 34u * q)",
+            "q8_0_quad(row + Q8_0_BYTES * q)",
             "q8_0",
             true,
             true
         ),
         DType::Q6K => decoder!(
-            "dq_q6_k(row + 210u * (u >> 5u), u & 31u)",
+            "dq_q6_k(row + Q6_K_BYTES * (u >> 5u), u & 31u)",
             "x_elem_q6_k",
             "k / 8u",
             "Unit",
-            "q6_k_quad(row + 210u * (q >> 3u), q & 7u)",
+            "q6_k_quad(row + Q6_K_BYTES * (q >> 3u), q & 7u)",
             "plain",
             false,
             true
         ),
         DType::Q2K => decoder!(
-            "dq_q2_k(row + 84u * (u >> 5u), u & 31u)",
+            "dq_q2_k(row + Q2_K_BYTES * (u >> 5u), u & 31u)",
             "x_elem_linear",
             "k / 8u",
             "QChunk",
-            "q2_k_quad(row + 84u * (q >> 3u), q & 7u)",
+            "q2_k_quad(row + Q2_K_BYTES * (q >> 3u), q & 7u)",
             "q4_k",
             true,
             true
         ),
         DType::Q3K => decoder!(
-            "dq_q3_k(row + 110u * (u >> 5u), u & 31u)",
+            "dq_q3_k(row + Q3_K_BYTES * (u >> 5u), u & 31u)",
             "x_elem_linear",
             "k / 8u",
             "QChunk",
-            "q3_k_quad(row + 110u * (q >> 3u), q & 7u)",
+            "q3_k_quad(row + Q3_K_BYTES * (q >> 3u), q & 7u)",
             "q4_k",
             true,
             true
