@@ -31,6 +31,9 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<Vec<f32>> {
     let [k, m, a2, a3] = a.ne();
     let [_, n, b2, b3] = b.ne();
+    if m == 0 || n == 0 || b2 * b3 == 0 {
+        return Ok(vec![]);
+    }
     let (r2, r3) = (b2 / a2, b3 / a3);
     let bv = b.to_f32()?; // rows of K, in (n, i2, i3) order
     let dtype = a.layout.dtype;
@@ -83,15 +86,23 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
         Ok(())
     })?;
 
-    // by_row is [batch][m][n]; the result is [batch][n][m].
+    // by_row is [batch][m][n]; the result is [batch][n][m]: the same for
+    // one column, else gathered by output column in parallel (sequential
+    // stores; the strided loads stay in cache, where scattered stores over
+    // the whole result took 9% of a prompt's time).
+    if n == 1 {
+        return Ok(by_row);
+    }
     let mut out = vec![0.0f32; by_row.len()];
-    for (batch, block) in by_row.chunks_exact(m * n).enumerate() {
-        let dst = &mut out[batch * m * n..][..m * n];
-        for im in 0..m {
-            for j in 0..n {
-                dst[j * m + im] = block[im * n + j];
+    parallel_fill(&mut out, m, threads, |first, part| {
+        for (item, dst) in part.chunks_exact_mut(m).enumerate() {
+            let (batch, j) = ((first + item) / n, (first + item) % n);
+            let block = &by_row[batch * m * n..][..m * n];
+            for (im, d) in dst.iter_mut().enumerate() {
+                *d = block[im * n + j];
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
