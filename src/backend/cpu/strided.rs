@@ -84,8 +84,21 @@ impl<'a> Src<'a> {
         match self.row_bytes(i1, i2, i3) {
             Some(bytes) => quant::dequantize_row(self.layout.dtype, bytes, out),
             None => {
-                for (i0, v) in out.iter_mut().enumerate() {
-                    *v = self.f32_at([i0, i1, i2, i3]);
+                // Strided f32/f16/bf16/i32 rows: one offset, then steps.
+                let (base, step) = (self.layout.offset_of([0, i1, i2, i3]), self.layout.nb[0]);
+                let at = |i0: usize| base + i0 * step;
+                match self.layout.dtype {
+                    DType::F16 => out.iter_mut().enumerate().for_each(|(i0, v)| {
+                        *v = f16::from_le_bytes(le(self.bytes, at(i0))).to_f32()
+                    }),
+                    DType::F32 => out
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(i0, v)| *v = f32::from_le_bytes(le(self.bytes, at(i0)))),
+                    _ => out
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(i0, v)| *v = self.f32_at([i0, i1, i2, i3])),
                 }
                 Ok(())
             }
@@ -156,9 +169,12 @@ pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) 
             )))
         }
     }
-    for_each_index(layout.ne, |i| {
-        if let Some(&v) = next.next() {
-            write(layout.offset_of(i), v);
+    // Row by row: one offset per row, then steps of nb[0].
+    let n0 = layout.ne[0];
+    for_each_index([1, layout.ne[1], layout.ne[2], layout.ne[3]], |i| {
+        let base = layout.offset_of(i);
+        for (i0, &v) in next.by_ref().take(n0).enumerate() {
+            write(base + i0 * layout.nb[0], v);
         }
     });
     Ok(())

@@ -50,7 +50,7 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads, settings.quantized_dots),
         Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
         Op::Rope(p) => rope::rope(s(0)?, s(1)?, &p),
-        Op::Cpy => s(0)?.to_f32(),
+        Op::Cpy => values_f32(s(0)?, threads),
         Op::SetRows => Err(Error::invalid("set_rows writes its rows in place")),
         Op::FlashAttn { scale } => {
             flash_attn::flash_attn(s(0)?, s(1)?, s(2)?, src.get(3).copied(), scale, threads)
@@ -79,6 +79,29 @@ fn parallel_fill(
     out.par_chunks_mut(per_thread * chunk)
         .enumerate()
         .try_for_each(|(t, part)| fill(t * per_thread, part))
+}
+
+/// `src`'s values as f32 in logical order; a large strided or converted
+/// source (a prompt's permuted queries, a copy into the KV cache) is read
+/// by up to `threads` workers, a row each.
+fn values_f32(src: Src, threads: usize) -> Result<Vec<f32>> {
+    let [n0, n1, n2, _] = src.ne();
+    // Below this many values a handoff to the pool costs more than it saves
+    // (a decode step's single query).
+    const PARALLEL_MIN: usize = 1 << 14;
+    let small = src.layout.n_elements() < PARALLEL_MIN;
+    if threads <= 1 || n0 == 0 || small || src.f32_slice().is_some() {
+        return src.to_f32();
+    }
+    let mut out = vec![0.0f32; src.layout.n_elements()];
+    parallel_fill(&mut out, n0, threads, |first, part| {
+        for (r, row) in part.chunks_exact_mut(n0).enumerate() {
+            let flat = first + r;
+            src.row_f32(flat % n1, flat / n1 % n2, flat / (n1 * n2), row)?;
+        }
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// A row-wise op's result: `f([0, i1, i2, i3], out_row)` fills each row of

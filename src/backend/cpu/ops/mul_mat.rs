@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::{parallel_fill, Src};
+use super::{parallel_fill, values_f32, Src};
 use crate::quant::f16_dot;
 use crate::quant::q8_dot::{self, Q8Row};
 use crate::{quant, DType, Result};
@@ -28,27 +28,6 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// `b`'s values in logical order; a large strided `b` (a prompt's permuted
-/// queries) is read by the pool, a row each.
-fn columns_f32(b: Src, threads: usize) -> Result<Vec<f32>> {
-    let [k, n, b2, _] = b.ne();
-    // Below this many values a handoff to the pool costs more than it saves
-    // (a decode step's single query).
-    const PARALLEL_MIN: usize = 1 << 14;
-    if threads <= 1 || k == 0 || b.layout.n_elements() < PARALLEL_MIN || b.f32_slice().is_some() {
-        return b.to_f32();
-    }
-    let mut out = vec![0.0f32; b.layout.n_elements()];
-    parallel_fill(&mut out, k, threads, |first, part| {
-        for (r, row) in part.chunks_exact_mut(k).enumerate() {
-            let flat = first + r;
-            b.row_f32(flat % n, flat / n % b2, flat / (n * b2), row)?;
-        }
-        Ok(())
-    })?;
-    Ok(out)
-}
-
 /// `a` `[K, M, A2, A3]` times `b` `[K, N, B2, B3]` gives `[M, N, B2, B3]`:
 /// `out[m, n, i2, i3] = a[:, m, i2 / (B2 / A2), i3 / (B3 / A3)] . b[:, n, i2, i3]`.
 pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<Vec<f32>> {
@@ -58,7 +37,7 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
         return Ok(vec![]);
     }
     let (r2, r3) = (b2 / a2, b3 / a3);
-    let bv = columns_f32(b, threads)?; // rows of K, in (n, i2, i3) order
+    let bv = values_f32(b, threads)?; // rows of K, in (n, i2, i3) order
     let dtype = a.layout.dtype;
     // Each activation column quantized once, for every weight row.
     let quantized = if quantized_dots
