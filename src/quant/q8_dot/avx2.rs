@@ -1,0 +1,346 @@
+//! The block loops with AVX2, as ggml's: a block's 32 code bytes times the
+//! activations' 32 with `vpmaddubsw` (unsigned x signed bytes, adjacent
+//! pairs summed to i16), pairs of those summed to i32 with `vpmaddwd`, then
+//! converted and accumulated in f32 with both scales.
+//!
+//! # Safety
+//! Every function here needs a CPU with AVX2, FMA and F16C.
+
+use std::arch::x86_64::*;
+
+use half::f16;
+
+use super::{Q8Row, BLOCK};
+use crate::quant::q4_k::scale_min;
+use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
+use crate::quant::{BlockQ6K, BlockQ8_0};
+
+/// Σ of eight f32 lanes.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn sum8(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+    _mm_cvtss_f32(s)
+}
+
+/// The 32 codes of 16 nibble bytes, values 0..16 (low nibbles) then
+/// 16..32 (high nibbles), as unsigned bytes.
+#[target_feature(enable = "avx2,fma")]
+fn nibbles(qs: &[u8; 16]) -> __m256i {
+    // SAFETY: qs is 16 readable bytes; the load is unaligned.
+    let packed = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
+    let mask = _mm_set1_epi8(0x0f);
+    let lo = _mm_and_si128(packed, mask);
+    let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), mask);
+    _mm256_set_m128i(hi, lo)
+}
+
+/// Eight i32 partial sums of unsigned `u` times signed `s`, bytewise.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256 {
+    let pairs = _mm256_maddubs_epi16(u, s);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+/// A block's 32 activation codes.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn codes(xq: &[i8]) -> __m256i {
+    // Guards the unsafe load; never fails: every caller passes a
+    // `Q8Block`'s 32 codes, a `chunks_exact(BLOCK)` piece or a q8_0
+    // block's 32 `qs`.
+    assert!(xq.len() >= BLOCK);
+    // SAFETY: checked above: 32 readable bytes; the load is unaligned.
+    unsafe { _mm256_loadu_si256(xq.as_ptr().cast()) }
+}
+
+/// An f16 scale as f32, with F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn scale(h: f16) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h.to_bits()))))
+}
+
+/// Bit j of `qh` as 0x10 in byte j (q5_0/q5_1's fifth bits).
+#[target_feature(enable = "avx2,fma")]
+fn fifth_bits(qh: u32) -> __m256i {
+    // Byte j takes byte j / 8 of qh, then keeps bit j % 8 of it.
+    let spread = _mm256_setr_epi64x(
+        0,
+        0x0101_0101_0101_0101,
+        0x0202_0202_0202_0202,
+        0x0303_0303_0303_0303,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), spread);
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// Over blocks of 4-bit codes (5-bit with `FIFTH`: their fifth bits in
+/// the `u32`), each with its codes, scale `d` and offset factor `o`,
+/// and each of N columns: (Σ d dx Σ code·xq, Σ o dx Σ xq). A block's
+/// codes are unpacked once for the N columns (a prompt's columns come
+/// four at a time). Two vector accumulators per column, the second
+/// holding one eighth of its sum per lane, so no scalar sum chains
+/// through the blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibble_sums<'a, const FIFTH: bool, const N: usize>(
+    blocks: impl Iterator<Item = (&'a [u8; 16], u32, f16, f16)>,
+    xs: &[Q8Row; N],
+) -> [(f32, f32); N] {
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut offsets = [_mm256_setzero_ps(); N];
+    let mut cols = xs.each_ref().map(Q8Row::blocks);
+    for (qs, qh, d, o) in blocks {
+        let mut c = nibbles(qs);
+        if FIFTH {
+            c = _mm256_or_si256(c, fifth_bits(qh));
+        }
+        let (d, o) = (scale(d), _mm256_set1_ps(scale(o)));
+        for (j, col) in cols.iter_mut().enumerate() {
+            let Some((xq, dx, ds)) = col.next() else {
+                break;
+            };
+            let p = dot_u8_i8(c, codes(xq));
+            acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * dx), acc[j]);
+            offsets[j] = _mm256_fmadd_ps(o, _mm256_set1_ps(ds), offsets[j]);
+        }
+    }
+    std::array::from_fn(|j| (sum8(acc[j]), sum8(offsets[j]) / 8.0))
+}
+
+/// Each column's dot into `out`: four columns at a time through `four`
+/// (which reads each weight block once for them), the rest through `one`.
+#[inline(always)]
+pub(super) fn by_fours(
+    xs: &[Q8Row],
+    out: &mut [f32],
+    four: impl Fn(&[Q8Row; 4]) -> [f32; 4],
+    one: impl Fn(&Q8Row) -> f32,
+) {
+    let mut quads = xs.chunks_exact(4);
+    let mut dst = out.chunks_exact_mut(4);
+    for (x4, o4) in (&mut quads).zip(&mut dst) {
+        // Always a whole array: the chunks are exact.
+        if let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) {
+            o4.copy_from_slice(&four(x4));
+        }
+    }
+    for (o, x) in dst.into_remainder().iter_mut().zip(quads.remainder()) {
+        *o = one(x);
+    }
+}
+
+/// `finish(dot, offset)` of each column's [`nibble_sums`] into `out`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibble_columns<'a, const FIFTH: bool, I>(
+    blocks: impl Fn() -> I,
+    xs: &[Q8Row],
+    out: &mut [f32],
+    finish: impl Fn(f32, f32) -> f32,
+) where
+    I: Iterator<Item = (&'a [u8; 16], u32, f16, f16)>,
+{
+    by_fours(
+        xs,
+        out,
+        |x4| nibble_sums::<FIFTH, 4>(blocks(), x4).map(|(dot, offset)| finish(dot, offset)),
+        |x| {
+            let [(dot, offset)] = nibble_sums::<FIFTH, 1>(blocks(), std::array::from_ref(x));
+            finish(dot, offset)
+        },
+    );
+}
+
+/// q4_0: codes are stored plus 8, so Σ d (code - 8) x = Σ d code x - 8 d Σ x.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q4_0(blocks: &[BlockQ4_0], xs: &[Q8Row], out: &mut [f32]) {
+    let each = || blocks.iter().map(|w| (&w.qs, 0, w.d, w.d));
+    nibble_columns::<false, _>(each, xs, out, |dot, offset| dot - 8.0 * offset);
+}
+
+/// q4_1: d * code + m.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q4_1(blocks: &[BlockQ4_1], xs: &[Q8Row], out: &mut [f32]) {
+    let each = || blocks.iter().map(|w| (&w.qs, 0, w.d, w.m));
+    nibble_columns::<false, _>(each, xs, out, |dot, offset| dot + offset);
+}
+
+/// q5_0: codes are stored plus 16.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q5_0(blocks: &[BlockQ5_0], xs: &[Q8Row], out: &mut [f32]) {
+    let each = || {
+        blocks
+            .iter()
+            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.d))
+    };
+    nibble_columns::<true, _>(each, xs, out, |dot, offset| dot - 16.0 * offset);
+}
+
+/// q5_1: d * code + m.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q5_1(blocks: &[BlockQ5_1], xs: &[Q8Row], out: &mut [f32]) {
+    let each = || {
+        blocks
+            .iter()
+            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.m))
+    };
+    nibble_columns::<true, _>(each, xs, out, |dot, offset| dot + offset);
+}
+
+/// q4_K and q5_K: per sub-block s and each of N columns, d sc(s) dx Σ
+/// code xq - dmin mn(s) dx Σ xq. `qh` holds q5_K's fifth bits (bit s
+/// of byte l for value l of sub-block s). A sub-block's codes and scales
+/// are unpacked once for the N columns.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k_quant<'a, const N: usize>(
+    blocks: impl Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
+    xs: &[Q8Row; N],
+) -> [f32; N] {
+    let mask = _mm256_set1_epi8(0x0f);
+    let one = _mm256_set1_epi8(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut offsets = [0.0f32; N];
+    let mut cols = xs.each_ref().map(Q8Row::blocks);
+    for (d, dmin, scales, qs, qh) in blocks {
+        let (d, dmin) = (scale(d), scale(dmin));
+        // SAFETY: qh is 32 readable bytes; the load is unaligned.
+        let high = qh.map(|h| unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
+        for g in 0..4 {
+            // SAFETY: 32 bytes of the 128 from 32g; the load is unaligned.
+            let packed = unsafe { _mm256_loadu_si256(qs[32 * g..].as_ptr().cast()) };
+            let mut pair = [
+                _mm256_and_si256(packed, mask),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
+            ];
+            if let Some(h) = high {
+                for (t, c) in pair.iter_mut().enumerate() {
+                    let n = _mm_cvtsi32_si128((2 * g + t) as i32);
+                    let bit = _mm256_and_si256(_mm256_srl_epi16(h, n), one);
+                    *c = _mm256_or_si256(*c, _mm256_slli_epi16::<4>(bit));
+                }
+            }
+            for (t, c) in pair.into_iter().enumerate() {
+                let (sc, mn) = scale_min(scales, 2 * g + t);
+                let (step, offset) = (d * f32::from(sc), dmin * f32::from(mn));
+                // The columns' x-blocks of this sub-block, in order.
+                for (j, col) in cols.iter_mut().enumerate() {
+                    let Some((xq, dx, ds)) = col.next() else {
+                        break;
+                    };
+                    let p = dot_u8_i8(c, codes(xq));
+                    acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * dx), acc[j]);
+                    offsets[j] += offset * ds;
+                }
+            }
+        }
+    }
+    std::array::from_fn(|j| sum8(acc[j]) - offsets[j])
+}
+
+/// [`k_quant`] of every column into `out`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k_quant_columns<'a, I>(blocks: impl Fn() -> I, xs: &[Q8Row], out: &mut [f32])
+where
+    I: Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
+{
+    by_fours(
+        xs,
+        out,
+        |x4| k_quant::<4>(blocks(), x4),
+        |x| k_quant::<1>(blocks(), std::array::from_ref(x))[0],
+    );
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q4_k(blocks: &[BlockQ4K], xs: &[Q8Row], out: &mut [f32]) {
+    let each = || blocks.iter().map(|w| (w.d, w.dmin, &w.scales, &w.qs, None));
+    k_quant_columns(each, xs, out);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q5_k(blocks: &[BlockQ5K], xs: &[Q8Row], out: &mut [f32]) {
+    let each = || {
+        blocks
+            .iter()
+            .map(|w| (w.d, w.dmin, &w.scales, &w.qs, Some(&w.qh)))
+    };
+    k_quant_columns(each, xs, out);
+}
+
+/// q6_K: per 32-value group, 6-bit codes (0..64) from 32 ql nibbles
+/// and 32 qh bit pairs, Σ (code - 32) xq per 16 values (vpmaddubsw of
+/// the codes minus that of 32), times the two 16-value sub-blocks'
+/// scales (vpmaddwd), times d dx. Each group's codes are built once for
+/// the N columns.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q6_k_cols<const N: usize>(blocks: &[BlockQ6K], xs: &[Q8Row; N]) -> [f32; N] {
+    let low4 = _mm256_set1_epi8(0x0f);
+    let low2 = _mm256_set1_epi8(0x03);
+    let bias = _mm256_set1_epi8(32);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut cols = xs.each_ref().map(Q8Row::blocks);
+    for w in blocks {
+        let d = scale(w.d);
+        for h in 0..2 {
+            // SAFETY: 32 bytes at 64h and 64h + 32 of ql's 128, at 32h
+            // of qh's 64; the loads are unaligned.
+            let (ql0, ql1, qh) = unsafe {
+                (
+                    _mm256_loadu_si256(w.ql[64 * h..].as_ptr().cast()),
+                    _mm256_loadu_si256(w.ql[64 * h + 32..].as_ptr().cast()),
+                    _mm256_loadu_si256(w.qh[32 * h..].as_ptr().cast()),
+                )
+            };
+            // Group t: ql0/ql1 low nibbles, then high ones; qh bits 2t, 2t + 1.
+            let lows = [
+                _mm256_and_si256(ql0, low4),
+                _mm256_and_si256(ql1, low4),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low4),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low4),
+            ];
+            let highs = [
+                _mm256_and_si256(qh, low2),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(qh), low2),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(qh), low2),
+                _mm256_and_si256(_mm256_srli_epi16::<6>(qh), low2),
+            ];
+            for (t, (lo, hi)) in lows.into_iter().zip(highs).enumerate() {
+                let c = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi));
+                let sc = |g: usize| i16::from(w.scales[8 * h + 2 * t + g]);
+                let scales = _mm256_setr_m128i(_mm_set1_epi16(sc(0)), _mm_set1_epi16(sc(1)));
+                for (j, col) in cols.iter_mut().enumerate() {
+                    let Some((xq, dx, _)) = col.next() else { break };
+                    let x = codes(xq);
+                    let pairs =
+                        _mm256_sub_epi16(_mm256_maddubs_epi16(c, x), _mm256_maddubs_epi16(bias, x));
+                    let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
+                    acc[j] = _mm256_fmadd_ps(sums, _mm256_set1_ps(d * dx), acc[j]);
+                }
+            }
+        }
+    }
+    acc.map(|a| sum8(a))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q6_k(blocks: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]) {
+    by_fours(
+        xs,
+        out,
+        |x4| q6_k_cols::<4>(blocks, x4),
+        |x| q6_k_cols::<1>(blocks, std::array::from_ref(x))[0],
+    );
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q8_0(blocks: &[BlockQ8_0], x: &Q8Row) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for ((w, xq), &dx) in blocks.iter().zip(x.q.chunks_exact(BLOCK)).zip(&x.d) {
+        let wq = codes(&w.qs);
+        // |w| times x with w's sign: unsigned x signed, as vpmaddubsw takes.
+        let p = dot_u8_i8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(codes(xq), wq));
+        acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale(w.d) * dx), acc);
+    }
+    sum8(acc)
+}
