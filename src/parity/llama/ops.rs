@@ -357,9 +357,8 @@ fn cpy(s: &CaseString, mut b: CaseBuilder) -> Built {
         let nb = b.g.layout(buffer).nb;
         b.g.view(buffer, &ne_dst, &nb[1..], 0)?
     } else if let Some(p) = permutation(s, "permute_dst")? {
-        // Stored so that the permutation gives ne_dst.
-        let stored = p.map(|i| ne_dst[i]);
-        let buffer = b.uniform(td, &stored, range.0, range.1)?;
+        // A tensor of the source's shape, written through a permuted view.
+        let buffer = b.uniform(td, &ne_dst, range.0, range.1)?;
         b.g.permute(buffer, p)?
     } else {
         b.uniform(td, &ne_dst, range.0, range.1)?
