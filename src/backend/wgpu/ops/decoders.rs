@@ -14,16 +14,17 @@ use crate::DType;
 /// (quant.wgsl).
 pub fn defs(t: DType) -> Option<&'static str> {
     macro_rules! decoder {
-        ($unit:literal, $elem:literal, $units:literal, $exact:literal) => {
+        // Float rows: one unit per quad, no offset, rows rounded up to 64.
+        ($unit:literal, $elem:literal) => {
             decoder!(
                 $unit,
                 $elem,
-                $units,
+                "float_units(k)",
                 "Unit",
                 "float_quad(row, q)",
                 "plain",
                 false,
-                $exact
+                false
             )
         };
         ($unit:literal, $elem:literal, $units:literal, $chunk_type:literal, $quad:literal,
@@ -68,9 +69,9 @@ pub fn defs(t: DType) -> Option<&'static str> {
         };
     }
     Some(match t {
-        DType::F32 => decoder!("dq_f32(row, u)", "x_elem_f32", "float_units(k)", false),
-        DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16", "float_units(k)", false),
-        DType::BF16 => decoder!("dq_bf16(row, u)", "x_elem_f16", "float_units(k)", false),
+        DType::F32 => decoder!("dq_f32(row, u)", "x_elem_f32"),
+        DType::F16 => decoder!("dq_f16(row, u)", "x_elem_f16"),
+        DType::BF16 => decoder!("dq_bf16(row, u)", "x_elem_f16"),
         DType::Q4_0 => decoder!(
             "dq_q4_0(row + Q4_0_BYTES * (u >> 2u), u & 3u)",
             "x_elem_q4",
