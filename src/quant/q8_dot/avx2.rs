@@ -80,33 +80,38 @@ fn fifth_bits(qh: u32) -> __m256i {
 /// the `u32`), each with its codes, scale `d` and offset factor `o`,
 /// and each of N columns: (Σ d dx Σ code·xq, Σ o dx Σ xq). A block's
 /// codes are unpacked once for the N columns (a prompt's columns come
-/// four at a time). Two vector accumulators per column, the second
-/// holding one eighth of its sum per lane, so no scalar sum chains
-/// through the blocks.
+/// four at a time). Per block and column, one 128-bit product gives both
+/// factors, (d, o) times the column block's (dx, dx Σ xq): the first
+/// scales the integer dot into a vector accumulator, the second lane sums
+/// the offsets, so no scalar sum chains through the blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn nibble_sums<'a, const FIFTH: bool, const N: usize>(
-    blocks: impl Iterator<Item = (&'a [u8; 16], u32, f16, f16)>,
+    blocks: impl Iterator<Item = (&'a [u8; 16], u32, [f16; 2])>,
     xs: &[Q8Row; N],
 ) -> [(f32, f32); N] {
     let mut acc = [_mm256_setzero_ps(); N];
-    let mut offsets = [_mm256_setzero_ps(); N];
-    let mut cols = xs.each_ref().map(Q8Row::blocks);
-    for (qs, qh, d, o) in blocks {
+    let mut factors = [_mm_setzero_ps(); N];
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
+    for (i, (qs, qh, [d, o])) in blocks.take(n_blocks).enumerate() {
         let mut c = nibbles(qs);
         if FIFTH {
             c = _mm256_or_si256(c, fifth_bits(qh));
         }
-        let (d, o) = (scale(d), _mm256_set1_ps(scale(o)));
-        for (j, col) in cols.iter_mut().enumerate() {
-            let Some((xq, dx, ds)) = col.next() else {
-                break;
-            };
-            let p = dot_u8_i8(c, codes(xq));
-            acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * dx), acc[j]);
-            offsets[j] = _mm256_fmadd_ps(o, _mm256_set1_ps(ds), offsets[j]);
+        let pair = u32::from(d.to_bits()) | (u32::from(o.to_bits()) << 16);
+        let d_o = _mm_cvtph_ps(_mm_cvtsi32_si128(pair as i32));
+        for j in 0..N {
+            let x = &cols[j][i];
+            let f = _mm_mul_ps(d_o, _mm_setr_ps(x.d, x.ds, 0.0, 0.0));
+            let p = dot_u8_i8(c, codes(&x.q));
+            acc[j] = _mm256_fmadd_ps(p, _mm256_broadcastss_ps(f), acc[j]);
+            factors[j] = _mm_add_ps(factors[j], f);
         }
     }
-    std::array::from_fn(|j| (sum8(acc[j]), sum8(offsets[j]) / 8.0))
+    std::array::from_fn(|j| {
+        let offset = _mm_cvtss_f32(_mm_shuffle_ps::<1>(factors[j], factors[j]));
+        (sum8(acc[j]), offset)
+    })
 }
 
 /// Each column's dot into `out`: four columns at a time through `four`
@@ -139,7 +144,7 @@ fn nibble_columns<'a, const FIFTH: bool, I>(
     out: &mut [f32],
     finish: impl Fn(f32, f32) -> f32,
 ) where
-    I: Iterator<Item = (&'a [u8; 16], u32, f16, f16)>,
+    I: Iterator<Item = (&'a [u8; 16], u32, [f16; 2])>,
 {
     by_fours(
         xs,
@@ -155,14 +160,14 @@ fn nibble_columns<'a, const FIFTH: bool, I>(
 /// q4_0: codes are stored plus 8, so Σ d (code - 8) x = Σ d code x - 8 d Σ x.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn q4_0(blocks: &[BlockQ4_0], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || blocks.iter().map(|w| (&w.qs, 0, w.d, w.d));
+    let each = || blocks.iter().map(|w| (&w.qs, 0, [w.d, w.d]));
     nibble_columns::<false, _>(each, xs, out, |dot, offset| dot - 8.0 * offset);
 }
 
 /// q4_1: d * code + m.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn q4_1(blocks: &[BlockQ4_1], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || blocks.iter().map(|w| (&w.qs, 0, w.d, w.m));
+    let each = || blocks.iter().map(|w| (&w.qs, 0, [w.d, w.m]));
     nibble_columns::<false, _>(each, xs, out, |dot, offset| dot + offset);
 }
 
@@ -172,7 +177,7 @@ pub fn q5_0(blocks: &[BlockQ5_0], xs: &[Q8Row], out: &mut [f32]) {
     let each = || {
         blocks
             .iter()
-            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.d))
+            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.d]))
     };
     nibble_columns::<true, _>(each, xs, out, |dot, offset| dot - 16.0 * offset);
 }
@@ -183,7 +188,7 @@ pub fn q5_1(blocks: &[BlockQ5_1], xs: &[Q8Row], out: &mut [f32]) {
     let each = || {
         blocks
             .iter()
-            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), w.d, w.m))
+            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.m]))
     };
     nibble_columns::<true, _>(each, xs, out, |dot, offset| dot + offset);
 }
