@@ -14,8 +14,6 @@
 
 use half::f16;
 
-use super::{BlockQ2K, BlockQ3K};
-use super::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0};
 use crate::{DType, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
@@ -134,41 +132,64 @@ pub fn dot(dtype: DType, bytes: &[u8], x: &Q8Row) -> Result<f32> {
 }
 
 /// Dot products of one row of `dtype` weights with each of `xs`, into
-/// `out`: the checks and the kernel choice once per weight row, which for
-/// short rows (576 values) cost as much as a dot.
+/// `out`.
 pub fn dots(dtype: DType, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result<()> {
     let k = xs.first().map_or(0, Q8Row::len);
-    let need = dtype.row_bytes(k)?;
-    if bytes.len() != need || !supports(dtype) || xs.iter().any(|x| x.len() != k) {
-        return Err(Error::shape(format!(
-            "q8 dots need one {dtype} row of {k} values ({need} bytes) and columns as long, got {} bytes",
-            bytes.len()
-        )));
+    RowDots::new(dtype, k)?.rows(bytes, xs, out)
+}
+
+/// The dot loops of one weight type and row length, checked and chosen
+/// once for a whole mul_mat and run over many rows per call: per row, the
+/// checks and calls cost as much as a dot of a short row (576 values).
+#[derive(Clone, Copy)]
+pub struct RowDots {
+    dtype: DType,
+    k: usize,
+    row_bytes: usize,
+    kernel: RowKernel,
+}
+
+impl RowDots {
+    /// The loops for rows of `k` values of `dtype`.
+    pub fn new(dtype: DType, k: usize) -> Result<Self> {
+        let row_bytes = dtype.row_bytes(k)?;
+        let kernel = kernels()
+            .of(dtype)
+            .ok_or_else(|| Error::UnsupportedType(format!("q8 dots of {dtype} rows")))?;
+        Ok(Self {
+            dtype,
+            k,
+            row_bytes,
+            kernel,
+        })
     }
-    if out.len() != xs.len() {
-        return Err(Error::shape(format!(
-            "{} q8 dots into {} values",
-            xs.len(),
-            out.len()
-        )));
-    }
-    let kernels = kernels();
-    match dtype {
-        DType::Q4_0 => with_blocks(bytes, |b| (kernels.q4_0)(b, xs, out)),
-        DType::Q4_1 => with_blocks(bytes, |b| (kernels.q4_1)(b, xs, out)),
-        DType::Q8_0 => with_blocks(bytes, |b| (kernels.q8_0)(b, xs, out)),
-        DType::Q5_0 => with_blocks(bytes, |b| (kernels.q5_0)(b, xs, out)),
-        DType::Q5_1 => with_blocks(bytes, |b| (kernels.q5_1)(b, xs, out)),
-        DType::Q4K => with_blocks(bytes, |b| (kernels.q4_k)(b, xs, out)),
-        DType::Q5K => with_blocks(bytes, |b| (kernels.q5_k)(b, xs, out)),
-        DType::Q6K => with_blocks(bytes, |b| (kernels.q6_k)(b, xs, out)),
-        DType::Q2K => with_blocks(bytes, |b| (kernels.q2_k)(b, xs, out)),
-        DType::Q3K => with_blocks(bytes, |b| (kernels.q3_k)(b, xs, out)),
-        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => {
-            return Err(Error::UnsupportedType(format!("q8 dots of {dtype} rows")))
+
+    /// Dot products of each weight row in `bytes` (whole rows, dense
+    /// blocks, one after another) with each of `xs`, into `out`, a row's
+    /// results after another's.
+    pub fn rows(&self, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result<()> {
+        let (dtype, k, row_bytes) = (self.dtype, self.k, self.row_bytes);
+        if row_bytes == 0 || xs.is_empty() {
+            out.fill(0.0);
+            return Ok(());
         }
+        if !bytes.len().is_multiple_of(row_bytes) || xs.iter().any(|x| x.len() != k) {
+            return Err(Error::shape(format!(
+                "q8 dots need {dtype} rows of {k} values ({row_bytes} bytes each) and columns as long, got {} bytes",
+                bytes.len()
+            )));
+        }
+        if out.len() != bytes.len() / row_bytes * xs.len() {
+            return Err(Error::shape(format!(
+                "{} rows' q8 dots with {} columns into {} values",
+                bytes.len() / row_bytes,
+                xs.len(),
+                out.len()
+            )));
+        }
+        (self.kernel)(bytes, row_bytes, xs, out);
+        Ok(())
     }
-    Ok(())
 }
 
 fn each_column<B>(blocks: &[B], xs: &[Q8Row], out: &mut [f32], kernel: fn(&[B], &Q8Row) -> f32) {
@@ -177,21 +198,58 @@ fn each_column<B>(blocks: &[B], xs: &[Q8Row], out: &mut [f32], kernel: fn(&[B], 
     }
 }
 
-/// A weight row's blocks dotted with every column, into `out`.
-type Columns<B> = fn(&[B], &[Q8Row], &mut [f32]);
+/// Whole weight rows (bytes, and bytes per row) dotted with every
+/// column, into `out`.
+type RowKernel = fn(&[u8], usize, &[Q8Row], &mut [f32]);
 
-/// The block loops of one instruction set.
+/// Each row of `bytes` (rows of `row_bytes`, as blocks `B`) dotted with
+/// every column by `row`, into its `xs.len()` values of `out`.
+fn by_rows<B: bytemuck::Pod>(
+    bytes: &[u8],
+    row_bytes: usize,
+    xs: &[Q8Row],
+    out: &mut [f32],
+    row: impl Fn(&[B], &[Q8Row], &mut [f32]),
+) {
+    let per_row = (row_bytes / size_of::<B>()).max(1);
+    with_blocks(bytes, |blocks: &[B]| {
+        let rows = blocks.chunks_exact(per_row);
+        for (w, o) in rows.zip(out.chunks_exact_mut(xs.len().max(1))) {
+            row(w, xs, o);
+        }
+    });
+}
+
+/// The block loops of one instruction set, one per quantized type.
 struct Kernels {
-    q4_0: Columns<BlockQ4_0>,
-    q4_1: Columns<BlockQ4_1>,
-    q8_0: Columns<BlockQ8_0>,
-    q5_0: Columns<BlockQ5_0>,
-    q5_1: Columns<BlockQ5_1>,
-    q4_k: Columns<BlockQ4K>,
-    q5_k: Columns<BlockQ5K>,
-    q6_k: Columns<BlockQ6K>,
-    q2_k: Columns<BlockQ2K>,
-    q3_k: Columns<BlockQ3K>,
+    q4_0: RowKernel,
+    q4_1: RowKernel,
+    q8_0: RowKernel,
+    q5_0: RowKernel,
+    q5_1: RowKernel,
+    q4_k: RowKernel,
+    q5_k: RowKernel,
+    q6_k: RowKernel,
+    q2_k: RowKernel,
+    q3_k: RowKernel,
+}
+
+impl Kernels {
+    fn of(&self, dtype: DType) -> Option<RowKernel> {
+        Some(match dtype {
+            DType::Q4_0 => self.q4_0,
+            DType::Q4_1 => self.q4_1,
+            DType::Q8_0 => self.q8_0,
+            DType::Q5_0 => self.q5_0,
+            DType::Q5_1 => self.q5_1,
+            DType::Q4K => self.q4_k,
+            DType::Q5K => self.q5_k,
+            DType::Q6K => self.q6_k,
+            DType::Q2K => self.q2_k,
+            DType::Q3K => self.q3_k,
+            DType::F32 | DType::F16 | DType::BF16 | DType::I32 => return None,
+        })
+    }
 }
 
 /// Calls `f` with `bytes` as blocks: in place when aligned (GGUF aligns
@@ -209,6 +267,15 @@ fn with_blocks<B: bytemuck::Pod, T>(bytes: &[u8], f: impl FnOnce(&[B]) -> T) -> 
     }
 }
 
+/// A [`RowKernel`] of a loop over one row's typed blocks.
+macro_rules! on_blocks {
+    (|$b:ident, $xs:ident, $out:ident| $body:expr) => {
+        |bytes: &[u8], row_bytes: usize, xs: &[Q8Row], out: &mut [f32]| {
+            by_rows(bytes, row_bytes, xs, out, |$b, $xs, $out| $body)
+        }
+    };
+}
+
 /// The fastest kernels this CPU runs, chosen once.
 fn kernels() -> &'static Kernels {
     static CHOSEN: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
@@ -220,29 +287,31 @@ fn kernels() -> &'static Kernels {
         {
             // SAFETY (every closure): the CPU has AVX2, FMA and F16C.
             return Kernels {
-                q4_0: |b, xs, out| unsafe { avx2::q4_0(b, xs, out) },
-                q4_1: |b, xs, out| unsafe { avx2::q4_1(b, xs, out) },
-                q8_0: |b, xs, out| each_column(b, xs, out, |b, x| unsafe { avx2::q8_0(b, x) }),
-                q5_0: |b, xs, out| unsafe { avx2::q5_0(b, xs, out) },
-                q5_1: |b, xs, out| unsafe { avx2::q5_1(b, xs, out) },
-                q4_k: |b, xs, out| unsafe { avx2::q4_k(b, xs, out) },
-                q5_k: |b, xs, out| unsafe { avx2::q5_k(b, xs, out) },
-                q6_k: |b, xs, out| unsafe { avx2::q6_k(b, xs, out) },
-                q2_k: |b, xs, out| unsafe { two_bit::avx2::q2_k(b, xs, out) },
-                q3_k: |b, xs, out| unsafe { two_bit::avx2::q3_k(b, xs, out) },
+                q4_0: on_blocks!(|b, xs, out| unsafe { avx2::q4_0(b, xs, out) }),
+                q4_1: on_blocks!(|b, xs, out| unsafe { avx2::q4_1(b, xs, out) }),
+                q8_0: on_blocks!(|b, xs, out| each_column(b, xs, out, |b, x| unsafe {
+                    avx2::q8_0(b, x)
+                })),
+                q5_0: on_blocks!(|b, xs, out| unsafe { avx2::q5_0(b, xs, out) }),
+                q5_1: on_blocks!(|b, xs, out| unsafe { avx2::q5_1(b, xs, out) }),
+                q4_k: on_blocks!(|b, xs, out| unsafe { avx2::q4_k(b, xs, out) }),
+                q5_k: on_blocks!(|b, xs, out| unsafe { avx2::q5_k(b, xs, out) }),
+                q6_k: on_blocks!(|b, xs, out| unsafe { avx2::q6_k(b, xs, out) }),
+                q2_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q2_k(b, xs, out) }),
+                q3_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q3_k(b, xs, out) }),
             };
         }
         Kernels {
-            q4_0: |b, xs, out| each_column(b, xs, out, portable::q4_0),
-            q4_1: |b, xs, out| each_column(b, xs, out, portable::q4_1),
-            q8_0: |b, xs, out| each_column(b, xs, out, portable::q8_0),
-            q5_0: |b, xs, out| each_column(b, xs, out, portable::q5_0),
-            q5_1: |b, xs, out| each_column(b, xs, out, portable::q5_1),
-            q4_k: |b, xs, out| each_column(b, xs, out, portable::q4_k),
-            q5_k: |b, xs, out| each_column(b, xs, out, portable::q5_k),
-            q6_k: |b, xs, out| each_column(b, xs, out, portable::q6_k),
-            q2_k: |b, xs, out| each_column(b, xs, out, two_bit::portable::q2_k),
-            q3_k: |b, xs, out| each_column(b, xs, out, two_bit::portable::q3_k),
+            q4_0: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q4_0)),
+            q4_1: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q4_1)),
+            q8_0: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q8_0)),
+            q5_0: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q5_0)),
+            q5_1: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q5_1)),
+            q4_k: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q4_k)),
+            q5_k: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q5_k)),
+            q6_k: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q6_k)),
+            q2_k: on_blocks!(|b, xs, out| each_column(b, xs, out, two_bit::portable::q2_k)),
+            q3_k: on_blocks!(|b, xs, out| each_column(b, xs, out, two_bit::portable::q3_k)),
         }
     })
 }

@@ -79,6 +79,19 @@ impl<'a> Src<'a> {
         Some(&self.bytes[at..at + self.layout.row_bytes()])
     }
 
+    /// The bytes of `count` consecutive rows from `(i1, i2, i3)`, when
+    /// they are packed one after another (a weight matrix); `None` for
+    /// other layouts.
+    pub fn packed_rows(&self, i1: usize, count: usize, i2: usize, i3: usize) -> Option<&'a [u8]> {
+        let row = self.layout.row_bytes();
+        let packed = self.layout.rows_contiguous() && (count <= 1 || self.layout.nb[1] == row);
+        if !packed || i1 + count > self.layout.ne[1] {
+            return None;
+        }
+        let at = self.layout.offset_of([0, i1, i2, i3]);
+        Some(&self.bytes[at..at + count * row])
+    }
+
     /// Row `(i1, i2, i3)` as f32 values, dequantized if needed.
     pub fn row_f32(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) -> Result<()> {
         match self.row_bytes(i1, i2, i3) {

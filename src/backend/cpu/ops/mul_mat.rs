@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::{parallel_fill, values_f32, Src};
 use crate::quant::f16_dot;
 use crate::quant::q8_dot::{self, Q8Row};
-use crate::{quant, DType, Result};
+use crate::{quant, DType, Error, Result};
 
 /// f32 dot product with independent partial sums, so it vectorizes.
 pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
@@ -59,7 +59,7 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
         } else {
             bv.chunks_exact(k).map(quantize).collect::<Result<Vec<_>>>()
         };
-        Some(columns?)
+        Some((q8_dot::RowDots::new(dtype, k)?, columns?))
     } else {
         None
     };
@@ -68,28 +68,48 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
     let mut by_row = vec![0.0f32; b2 * b3 * m * n];
     parallel_fill(&mut by_row, n, threads, |first, part| {
         let mut row = vec![0.0f32; k];
-        for (item, dst) in part.chunks_exact_mut(n).enumerate() {
-            let flat = first + item;
-            let (im, batch) = (flat % m, flat / m);
+        // The part's rows in runs within one batch, so that packed weight
+        // rows go to the quantized loops many at a time.
+        let mut done = 0;
+        while done * n < part.len() {
+            let (im, batch) = ((first + done) % m, (first + done) / m);
+            let run = (m - im).min(part.len() / n - done);
+            let dst = &mut part[done * n..][..run * n];
+            done += run;
             let (i2, i3) = (batch % b2, batch / b2);
+            let (a2, a3) = (i2 / r2, i3 / r3);
             let b_row = |j: usize| &bv[(batch * n + j) * k..][..k];
-            match (&quantized, n, a.row_bytes(im, i2 / r2, i3 / r3)) {
-                // Quantized activations: integer dots per block.
-                (Some(columns), _, Some(bytes)) => {
-                    q8_dot::dots(dtype, bytes, &columns[batch * n..][..n], dst)?
+            if let Some((dots, columns)) = &quantized {
+                // Quantized activations: integer dots per block, the
+                // run's rows in one call where they are packed.
+                let columns = &columns[batch * n..][..n];
+                if let Some(rows) = a.packed_rows(im, run, a2, a3) {
+                    dots.rows(rows, columns, dst)?;
+                    continue;
                 }
-                // f16 rows on the fast path: F16C conversion, several sums.
-                (None, _, Some(bytes)) if quantized_dots && dtype == DType::F16 => {
-                    for (j, d) in dst.iter_mut().enumerate() {
-                        *d = f16_dot::dot(bytes, b_row(j))?;
+                for (r, dst) in dst.chunks_exact_mut(n).enumerate() {
+                    let row = a.packed_rows(im + r, 1, a2, a3);
+                    let row = row.ok_or_else(|| Error::invalid("quantized rows are dense"))?;
+                    dots.rows(row, columns, dst)?;
+                }
+                continue;
+            }
+            for (r, dst) in dst.chunks_exact_mut(n).enumerate() {
+                let im = im + r;
+                match (n, a.row_bytes(im, a2, a3)) {
+                    // f16 rows on the fast path: F16C conversion, several sums.
+                    (_, Some(bytes)) if quantized_dots && dtype == DType::F16 => {
+                        for (j, d) in dst.iter_mut().enumerate() {
+                            *d = f16_dot::dot(bytes, b_row(j))?;
+                        }
                     }
-                }
-                // One activation column: a fused dequantize-and-dot per block.
-                (None, 1, Some(bytes)) => dst[0] = quant::dot_row(dtype, bytes, b_row(0))?,
-                _ => {
-                    a.row_f32(im, i2 / r2, i3 / r3, &mut row)?;
-                    for (j, d) in dst.iter_mut().enumerate() {
-                        *d = dot_f32(&row, b_row(j));
+                    // One activation column: a fused dequantize-and-dot per block.
+                    (1, Some(bytes)) => dst[0] = quant::dot_row(dtype, bytes, b_row(0))?,
+                    _ => {
+                        a.row_f32(im, a2, a3, &mut row)?;
+                        for (j, d) in dst.iter_mut().enumerate() {
+                            *d = dot_f32(&row, b_row(j));
+                        }
                     }
                 }
             }
