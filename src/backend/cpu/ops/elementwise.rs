@@ -1,7 +1,7 @@
 //! add, mul, scale, silu, relu, gelu and diag_mask_inf.
 
 use super::super::strided::for_each_index;
-use super::{parallel_fill, Src};
+use super::{each_row, parallel_fill, Src};
 use crate::Result;
 
 /// `x * sigmoid(x)`; saturates to 0 for large negative `x` without NaN.
@@ -43,12 +43,27 @@ pub fn binary(
             return Ok(out);
         }
     }
+    // Strided operands (views of a fused projection's halves): row by
+    // row over the threads, `b`'s row read whole and repeated.
+    let [_, n1, n2, _] = a.ne();
     let nb = b.ne();
-    let mut out = Vec::with_capacity(a.layout.n_elements());
-    for_each_index(a.ne(), |i| {
-        let j = [i[0] % nb[0], i[1] % nb[1], i[2] % nb[2], i[3] % nb[3]];
-        out.push(f(a.f32_at(i), b.f32_at(j)));
-    });
+    let mut out = vec![0.0; a.layout.n_elements()];
+    if n0 == 0 || nb.contains(&0) {
+        return Ok(out);
+    }
+    parallel_fill(&mut out, n0, threads, |first, part| {
+        let mut b_row = vec![0.0f32; nb[0]];
+        for (r, row) in part.chunks_exact_mut(n0).enumerate() {
+            let flat = first + r;
+            let (i1, i2, i3) = (flat % n1, flat / n1 % n2, flat / n1 / n2);
+            a.row_f32(i1, i2, i3, row)?;
+            b.row_f32(i1 % nb[1], i2 % nb[2], i3 % nb[3], &mut b_row)?;
+            for (v, &w) in row.iter_mut().zip(b_row.iter().cycle()) {
+                *v = f(*v, w);
+            }
+        }
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -66,9 +81,12 @@ pub fn unary(a: Src, threads: usize, f: impl Fn(f32) -> f32 + Sync) -> Result<Ve
         })?;
         return Ok(out);
     }
-    let mut out = Vec::with_capacity(a.layout.n_elements());
-    for_each_index(a.ne(), |i| out.push(f(a.f32_at(i))));
-    Ok(out)
+    // A strided operand: row by row over the threads.
+    each_row(a, threads, |row| {
+        for v in row.iter_mut() {
+            *v = f(*v);
+        }
+    })
 }
 
 /// Copies `a`, with -inf where column `i0` is past row `i1` plus `n_past`.
