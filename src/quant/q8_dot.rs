@@ -36,11 +36,53 @@ pub struct Q8Row {
     /// Each block's scale times the code sums of its two 16-value halves,
     /// for q2_K's minimums and q3_K's code offset (ggml's q8_K `bsums`).
     half_dsums: Vec<[f32; 2]>,
+    /// The code sums of each block's two halves.
+    halves: Vec<[i32; 2]>,
     /// Codes, scale and scaled code sum of each block side by side, for
     /// the SIMD loops: a column is then one pointer that steps 40 bytes a
     /// block, where three separate walks of four columns spilled their
     /// iterators' state to the stack.
     packed: Vec<Q8Block>,
+}
+
+/// Each 32-value block of `x` as codes in `q`, its scale (f32) in `d`
+/// and the code sums of its two halves in `halves`; compiled for AVX2
+/// where the CPU has it, where rounding is a vector instruction rather
+/// than a libm call per value (6% of a prompt).
+fn encode(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2,fma")]
+        fn with_avx2(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
+            encode_blocks(x, q, d, halves);
+        }
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { with_avx2(x, q, d, halves) };
+    }
+    encode_blocks(x, q, d, halves);
+}
+
+/// [`encode`]'s loop, inlined into each instruction set's copy.
+#[inline(always)]
+fn encode_blocks(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
+    let blocks = x.chunks_exact(BLOCK).zip(q.chunks_exact_mut(BLOCK));
+    for ((xs, qs), (d, halves)) in blocks.zip(d.iter_mut().zip(halves)) {
+        // The largest magnitude in eight lanes first, so it vectorizes.
+        let mut lanes = [0.0f32; 8];
+        for v in xs.chunks_exact(8) {
+            for (m, v) in lanes.iter_mut().zip(v) {
+                *m = m.max(v.abs());
+            }
+        }
+        let amax = lanes.iter().fold(0.0f32, |m, &v| m.max(v));
+        *d = amax / 127.0;
+        let id = if *d == 0.0 { 0.0 } else { 1.0 / *d };
+        for (q, &v) in qs.iter_mut().zip(xs) {
+            *q = (v * id).round() as i8;
+        }
+        let sum = |h: &[i8]| h.iter().map(|&q| i32::from(q)).sum::<i32>();
+        *halves = [sum(&qs[..16]), sum(&qs[16..])];
+    }
 }
 
 /// One block of a [`Q8Row`], its fields together.
@@ -68,24 +110,15 @@ impl Q8Row {
         self.sums.resize(blocks, 0);
         self.dsums.resize(blocks, 0.0);
         self.half_dsums.resize(blocks, [0.0; 2]);
+        self.halves.resize(blocks, [0; 2]);
         self.packed.clear();
-        for (b, (xs, qs)) in x
-            .chunks_exact(BLOCK)
-            .zip(self.q.chunks_exact_mut(BLOCK))
-            .enumerate()
-        {
-            let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if d == 0.0 { 0.0 } else { 1.0 / d };
-            let mut halves = [0; 2];
-            for (i, (q, &v)) in qs.iter_mut().zip(xs).enumerate() {
-                *q = (v * id).round() as i8;
-                halves[i / 16] += i32::from(*q);
-            }
+        encode(x, &mut self.q, &mut self.d, &mut self.halves);
+        for (b, qs) in self.q.chunks_exact(BLOCK).enumerate() {
+            let halves = self.halves[b];
             let sum = halves[0] + halves[1];
             // Stored as f16, as ggml's q8_0/q8_1 blocks store it: the fast
             // path then computes what llama.cpp's CPU backend does.
-            self.d[b] = f16::from_f32(d).to_f32();
+            self.d[b] = f16::from_f32(self.d[b]).to_f32();
             self.sums[b] = sum;
             self.dsums[b] = self.d[b] * sum as f32;
             self.half_dsums[b] = halves.map(|h| self.d[b] * h as f32);
@@ -390,6 +423,28 @@ mod tests {
             let one_by_one: Vec<f32> = xs.iter().map(|x| dot(dtype, &w, x).unwrap()).collect();
             assert_eq!(got.to_vec(), one_by_one, "{dtype}");
         }
+    }
+
+    #[test]
+    fn the_simd_encoding_is_the_portable_one() {
+        // Values whose scaled codes fall on and next to halves, so that
+        // rounding ties and near-ties are covered.
+        let mut x = values(1024, 3);
+        for (i, v) in x.iter_mut().enumerate().step_by(7) {
+            *v = (i % 255) as f32 / 2.0 - 63.5;
+        }
+        // A scale of exactly 1 in every other block: halves are ties.
+        for v in x.iter_mut().step_by(2 * BLOCK) {
+            *v = 127.0;
+        }
+        let blocks = x.len() / BLOCK;
+        let (mut q, mut d, mut halves) =
+            (vec![0i8; x.len()], vec![0.0; blocks], vec![[0; 2]; blocks]);
+        encode(&x, &mut q, &mut d, &mut halves);
+        let (mut q2, mut d2, mut halves2) =
+            (vec![0i8; x.len()], vec![0.0; blocks], vec![[0; 2]; blocks]);
+        encode_blocks(&x, &mut q2, &mut d2, &mut halves2);
+        assert_eq!((q, d, halves), (q2, d2, halves2));
     }
 
     #[test]
