@@ -133,13 +133,6 @@ impl Q8Row {
         Ok(())
     }
 
-    /// Each block's codes, scale and scaled code sum, in order (for the
-    /// SIMD loops).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    fn blocks(&self) -> impl Iterator<Item = (&[i8], f32, f32)> {
-        self.packed.iter().map(|b| (&b.q[..], b.d, b.ds))
-    }
-
     /// Number of values.
     pub fn len(&self) -> usize {
         self.q.len()

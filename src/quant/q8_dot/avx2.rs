@@ -206,8 +206,9 @@ fn k_quant<'a, const N: usize>(
     let one = _mm256_set1_epi8(1);
     let mut acc = [_mm256_setzero_ps(); N];
     let mut offsets = [0.0f32; N];
-    let mut cols = xs.each_ref().map(Q8Row::blocks);
-    for (d, dmin, scales, qs, qh) in blocks {
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let n_blocks = cols.iter().map(|c| c.len() / 8).min().unwrap_or(0);
+    for (i, (d, dmin, scales, qs, qh)) in blocks.take(n_blocks).enumerate() {
         let (d, dmin) = (scale(d), scale(dmin));
         // SAFETY: qh is 32 readable bytes; the load is unaligned.
         let high = qh.map(|h| unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
@@ -228,14 +229,11 @@ fn k_quant<'a, const N: usize>(
             for (t, c) in pair.into_iter().enumerate() {
                 let (sc, mn) = scale_min(scales, 2 * g + t);
                 let (step, offset) = (d * f32::from(sc), dmin * f32::from(mn));
-                // The columns' x-blocks of this sub-block, in order.
-                for (j, col) in cols.iter_mut().enumerate() {
-                    let Some((xq, dx, ds)) = col.next() else {
-                        break;
-                    };
-                    let p = dot_u8_i8(c, codes(xq));
-                    acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * dx), acc[j]);
-                    offsets[j] += offset * ds;
+                for j in 0..N {
+                    let x = &cols[j][8 * i + 2 * g + t];
+                    let p = dot_u8_i8(c, codes(&x.q));
+                    acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * x.d), acc[j]);
+                    offsets[j] += offset * x.ds;
                 }
             }
         }
@@ -284,8 +282,9 @@ fn q6_k_cols<const N: usize>(blocks: &[BlockQ6K], xs: &[Q8Row; N]) -> [f32; N] {
     let low2 = _mm256_set1_epi8(0x03);
     let bias = _mm256_set1_epi8(32);
     let mut acc = [_mm256_setzero_ps(); N];
-    let mut cols = xs.each_ref().map(Q8Row::blocks);
-    for w in blocks {
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let n_blocks = cols.iter().map(|c| c.len() / 8).min().unwrap_or(0);
+    for (i, w) in blocks.iter().take(n_blocks).enumerate() {
         let d = scale(w.d);
         for h in 0..2 {
             // SAFETY: 32 bytes at 64h and 64h + 32 of ql's 128, at 32h
@@ -314,13 +313,13 @@ fn q6_k_cols<const N: usize>(blocks: &[BlockQ6K], xs: &[Q8Row; N]) -> [f32; N] {
                 let c = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi));
                 let sc = |g: usize| i16::from(w.scales[8 * h + 2 * t + g]);
                 let scales = _mm256_setr_m128i(_mm_set1_epi16(sc(0)), _mm_set1_epi16(sc(1)));
-                for (j, col) in cols.iter_mut().enumerate() {
-                    let Some((xq, dx, _)) = col.next() else { break };
-                    let x = codes(xq);
+                for j in 0..N {
+                    let xb = &cols[j][8 * i + 4 * h + t];
+                    let x = codes(&xb.q);
                     let pairs =
                         _mm256_sub_epi16(_mm256_maddubs_epi16(c, x), _mm256_maddubs_epi16(bias, x));
                     let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
-                    acc[j] = _mm256_fmadd_ps(sums, _mm256_set1_ps(d * dx), acc[j]);
+                    acc[j] = _mm256_fmadd_ps(sums, _mm256_set1_ps(d * xb.d), acc[j]);
                 }
             }
         }

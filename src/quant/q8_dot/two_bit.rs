@@ -140,8 +140,9 @@ pub(super) mod avx2 {
         let low2 = _mm256_set1_epi8(3);
         let mut acc = [_mm256_setzero_ps(); N];
         let mut mins = [_mm256_setzero_ps(); N];
-        let mut cols = xs.each_ref().map(Q8Row::blocks);
-        for (i, w) in blocks.iter().enumerate() {
+        let cols = xs.each_ref().map(|x| &x.packed[..]);
+        let n_blocks = cols.iter().map(|c| c.len() / 8).min().unwrap_or(0);
+        for (i, w) in blocks.iter().take(n_blocks).enumerate() {
             let (d, dmin) = (scale(w.d), _mm256_set1_ps(scale(w.dmin)));
             // SAFETY: scales is 16 readable bytes; the load is unaligned.
             let packed = unsafe { _mm_loadu_si128(w.scales.as_ptr().cast()) };
@@ -158,10 +159,10 @@ pub(super) mod avx2 {
                 let c = _mm256_and_si256(shift_right(packed, 2 * (g % 4)), low2);
                 let sc = |s: usize| i16::from(w.scales[s] & 0xF);
                 let steps = halves(sc(2 * g), sc(2 * g + 1));
-                for (j, col) in cols.iter_mut().enumerate() {
-                    let Some((xq, dx, _)) = col.next() else { break };
-                    let dots = _mm256_madd_epi16(_mm256_maddubs_epi16(c, codes(xq)), steps);
-                    let step = _mm256_set1_ps(d * dx);
+                for j in 0..N {
+                    let x = &cols[j][8 * i + g];
+                    let dots = _mm256_madd_epi16(_mm256_maddubs_epi16(c, codes(&x.q)), steps);
+                    let step = _mm256_set1_ps(d * x.d);
                     acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), step, acc[j]);
                 }
             }
@@ -178,8 +179,9 @@ pub(super) mod avx2 {
         let one = _mm256_set1_epi8(1);
         let mut acc = [_mm256_setzero_ps(); N];
         let mut offsets = [_mm256_setzero_ps(); N];
-        let mut cols = xs.each_ref().map(Q8Row::blocks);
-        for (i, w) in blocks.iter().enumerate() {
+        let cols = xs.each_ref().map(|x| &x.packed[..]);
+        let n_blocks = cols.iter().map(|c| c.len() / 8).min().unwrap_or(0);
+        for (i, w) in blocks.iter().take(n_blocks).enumerate() {
             let d = scale(w.d);
             let sc = scales(&w.scales).map(|s| s as i8 - 32);
             // SAFETY: sc is 16 readable bytes, hmask 32; the loads are unaligned.
@@ -201,10 +203,10 @@ pub(super) mod avx2 {
                 let hi = _mm256_and_si256(shift_right(high, g), one);
                 let c = _mm256_or_si256(lo, _mm256_slli_epi16::<2>(hi));
                 let steps = halves(i16::from(sc[2 * g]), i16::from(sc[2 * g + 1]));
-                for (j, col) in cols.iter_mut().enumerate() {
-                    let Some((xq, dx, _)) = col.next() else { break };
-                    let dots = _mm256_madd_epi16(_mm256_maddubs_epi16(c, codes(xq)), steps);
-                    let step = _mm256_set1_ps(d * dx);
+                for j in 0..N {
+                    let x = &cols[j][8 * i + g];
+                    let dots = _mm256_madd_epi16(_mm256_maddubs_epi16(c, codes(&x.q)), steps);
+                    let step = _mm256_set1_ps(d * x.d);
                     acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), step, acc[j]);
                 }
             }
