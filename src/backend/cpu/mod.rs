@@ -4,6 +4,7 @@
 //! and returns its result as f32 values in logical order; the backend then
 //! stores them into the node's layout. GPU kernels are tested against this.
 
+mod cores;
 mod ops;
 mod strided;
 
@@ -90,10 +91,10 @@ impl Default for CpuBackend {
 }
 
 impl CpuBackend {
-    /// A backend using all available cores.
+    /// A backend using one thread per physical core this process may run
+    /// on (SMT siblings not counted, as llama.cpp's default).
     pub fn new() -> CpuBackend {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        CpuBackend::with_threads(threads)
+        CpuBackend::with_threads(cores::default_threads())
     }
 
     /// A backend using `threads` worker threads (at least one).
