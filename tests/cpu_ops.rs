@@ -373,15 +373,23 @@ fn mul_mat_and_get_rows_with_quantized_weights() {
 /// broadcast weights, permuted activations. f16 weights take the
 /// vectorized f16 dot (exact conversions, f32 sums in another order: within
 /// the exact limit), rows it cannot quantize (K not a multiple of 32) the
-/// reference loops.
+/// reference loops. Rows go four at a time with four columns at a time
+/// where the SIMD loops have tiles; a row's results are the same on one
+/// thread and on two.
 /// A fast-path case: weight type, K, rows, activations' shape and axes.
 type FastCase = (DType, usize, usize, [usize; 4], [usize; 4]);
 
 #[test]
 fn quantized_dots_stay_within_the_mul_mat_limit() {
     let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
+    let one_thread = CpuBackend::with_threads(1).with_quantized_dots(true);
     let mut rng = Rng::new(11);
-    let cases: [FastCase; 15] = [
+    let cases: [FastCase; 19] = [
+        // Tiles of four rows by four columns, and rows and columns past them.
+        (DType::Q4_0, 128, 9, [128, 6, 2, 1], NO_PERMUTE),
+        (DType::Q5_0, 64, 10, [64, 5, 1, 1], NO_PERMUTE),
+        (DType::Q5_1, 96, 6, [96, 4, 1, 1], NO_PERMUTE),
+        (DType::Q8_0, 256, 6, [256, 7, 1, 1], NO_PERMUTE),
         (DType::Q4_0, 256, 13, [256, 1, 1, 1], NO_PERMUTE),
         (DType::Q4_1, 96, 7, [96, 9, 1, 1], NO_PERMUTE),
         (DType::Q8_0, 512, 5, [512, 3, 2, 1], NO_PERMUTE),
@@ -423,7 +431,12 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
             vals: stored.iter().map(|&v| v as f64).collect(),
         };
         let want = mul_mat_ref(&weights, &b);
-        let got = run_on(&fast, g, &inputs, out).unwrap();
+        let got = run_on(&fast, g.clone(), &inputs, out).unwrap();
+        let serial = run_on(&one_thread, g, &inputs, out).unwrap();
+        assert_eq!(
+            got, serial,
+            "{dtype} k={k} b={b_ne:?}: one thread and two differ"
+        );
         let limit = if quant::q8_dot::supports(dtype) {
             5e-4
         } else {

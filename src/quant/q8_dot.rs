@@ -14,6 +14,8 @@
 
 use half::f16;
 
+#[cfg(target_arch = "x86_64")]
+use super::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::{DType, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
@@ -161,7 +163,7 @@ pub fn dot(dtype: DType, bytes: &[u8], x: &Q8Row) -> Result<f32> {
 /// `out`.
 pub fn dots(dtype: DType, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result<()> {
     let k = xs.first().map_or(0, Q8Row::len);
-    RowDots::new(dtype, k)?.rows(bytes, xs, out)
+    RowDots::new(dtype, k)?.rows(bytes, 0, xs, out)
 }
 
 /// The dot loops of one weight type and row length, checked and chosen
@@ -191,9 +193,19 @@ impl RowDots {
     }
 
     /// Dot products of each weight row in `bytes` (whole rows, dense
-    /// blocks, one after another) with each of `xs`, into `out`, a row's
-    /// results after another's.
-    pub fn rows(&self, bytes: &[u8], xs: &[Q8Row], out: &mut [f32]) -> Result<()> {
+    /// blocks, one after another; the first is row `first_row` of its
+    /// matrix) with each of `xs`, into `out`, a row's results after
+    /// another's. Rows whose index is a multiple of four may go four at a
+    /// time (results within rounding of one at a time), so a caller that
+    /// splits a matrix's rows at multiples of four gets the same results
+    /// however it splits them.
+    pub fn rows(
+        &self,
+        bytes: &[u8],
+        first_row: usize,
+        xs: &[Q8Row],
+        out: &mut [f32],
+    ) -> Result<()> {
         let (dtype, k, row_bytes) = (self.dtype, self.k, self.row_bytes);
         if row_bytes == 0 || xs.is_empty() {
             out.fill(0.0);
@@ -213,7 +225,7 @@ impl RowDots {
                 out.len()
             )));
         }
-        (self.kernel)(bytes, row_bytes, xs, out);
+        (self.kernel)(bytes, row_bytes, first_row, xs, out);
         Ok(())
     }
 }
@@ -224,9 +236,9 @@ fn each_column<B>(blocks: &[B], xs: &[Q8Row], out: &mut [f32], kernel: fn(&[B], 
     }
 }
 
-/// Whole weight rows (bytes, and bytes per row) dotted with every
-/// column, into `out`.
-type RowKernel = fn(&[u8], usize, &[Q8Row], &mut [f32]);
+/// Whole weight rows (bytes, bytes per row, the first row's index in its
+/// matrix) dotted with every column, into `out`.
+type RowKernel = fn(&[u8], usize, usize, &[Q8Row], &mut [f32]);
 
 /// Each row of `bytes` (rows of `row_bytes`, as blocks `B`) dotted with
 /// every column by `row`, into its `xs.len()` values of `out`.
@@ -296,8 +308,19 @@ fn with_blocks<B: bytemuck::Pod, T>(bytes: &[u8], f: impl FnOnce(&[B]) -> T) -> 
 /// A [`RowKernel`] of a loop over one row's typed blocks.
 macro_rules! on_blocks {
     (|$b:ident, $xs:ident, $out:ident| $body:expr) => {
-        |bytes: &[u8], row_bytes: usize, xs: &[Q8Row], out: &mut [f32]| {
+        |bytes: &[u8], row_bytes: usize, _first_row: usize, xs: &[Q8Row], out: &mut [f32]| {
             by_rows(bytes, row_bytes, xs, out, |$b, $xs, $out| $body)
+        }
+    };
+}
+
+/// A [`RowKernel`] of a loop over many rows of blocks `B` at once.
+#[cfg(target_arch = "x86_64")]
+macro_rules! on_rows {
+    ($block:ty, |$b:ident, $per_row:ident, $first:ident, $xs:ident, $out:ident| $body:expr) => {
+        |bytes: &[u8], row_bytes: usize, $first: usize, $xs: &[Q8Row], $out: &mut [f32]| {
+            let $per_row = row_bytes / size_of::<$block>();
+            with_blocks(bytes, |$b: &[$block]| $body)
         }
     };
 }
@@ -313,13 +336,19 @@ fn kernels() -> &'static Kernels {
         {
             // SAFETY (every closure): the CPU has AVX2, FMA and F16C.
             return Kernels {
-                q4_0: on_blocks!(|b, xs, out| unsafe { avx2::q4_0(b, xs, out) }),
-                q4_1: on_blocks!(|b, xs, out| unsafe { avx2::q4_1(b, xs, out) }),
-                q8_0: on_blocks!(|b, xs, out| each_column(b, xs, out, |b, x| unsafe {
-                    avx2::q8_0(b, x)
-                })),
-                q5_0: on_blocks!(|b, xs, out| unsafe { avx2::q5_0(b, xs, out) }),
-                q5_1: on_blocks!(|b, xs, out| unsafe { avx2::q5_1(b, xs, out) }),
+                q4_0: on_rows!(BlockQ4_0, |b, per_row, first, xs, out| unsafe {
+                    avx2::q4_0(b, per_row, first, xs, out)
+                }),
+                q4_1: on_rows!(BlockQ4_1, |b, per_row, first, xs, out| unsafe {
+                    avx2::q4_1(b, per_row, first, xs, out)
+                }),
+                q8_0: on_blocks!(|b, xs, out| unsafe { avx2::q8_0(b, xs, out) }),
+                q5_0: on_rows!(BlockQ5_0, |b, per_row, first, xs, out| unsafe {
+                    avx2::q5_0(b, per_row, first, xs, out)
+                }),
+                q5_1: on_rows!(BlockQ5_1, |b, per_row, first, xs, out| unsafe {
+                    avx2::q5_1(b, per_row, first, xs, out)
+                }),
                 q4_k: on_blocks!(|b, xs, out| unsafe { avx2::q4_k(b, xs, out) }),
                 q5_k: on_blocks!(|b, xs, out| unsafe { avx2::q5_k(b, xs, out) }),
                 q6_k: on_blocks!(|b, xs, out| unsafe { avx2::q6_k(b, xs, out) }),
@@ -415,6 +444,46 @@ mod tests {
             dots(dtype, &w, &xs, &mut got).unwrap();
             let one_by_one: Vec<f32> = xs.iter().map(|x| dot(dtype, &w, x).unwrap()).collect();
             assert_eq!(got.to_vec(), one_by_one, "{dtype}");
+        }
+    }
+
+    #[test]
+    fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
+        // Nine rows by six columns: tiles of four rows by four columns
+        // where the SIMD loops have them, single rows and columns around.
+        let (k, m, n) = (256, 9, 6);
+        let xs: Vec<Q8Row> = (0..n as u32)
+            .map(|c| {
+                let mut q = Q8Row::default();
+                q.quantize(&values(k, 21 + c)).unwrap();
+                q
+            })
+            .collect();
+        for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
+            let rows: Vec<Vec<u8>> = (0..m)
+                .map(|r| quantize_row(dtype, &values(k, 40 + r as u32)).unwrap())
+                .collect();
+            let all = rows.concat();
+            let dots = RowDots::new(dtype, k).unwrap();
+            let mut whole = vec![0.0; m * n];
+            dots.rows(&all, 0, &xs, &mut whole).unwrap();
+            // The same rows in two runs, split where a group starts.
+            let split = 4 * all.len() / m;
+            let mut parts = vec![0.0; m * n];
+            let (head, tail) = parts.split_at_mut(4 * n);
+            dots.rows(&all[..split], 0, &xs, head).unwrap();
+            dots.rows(&all[split..], 4, &xs, tail).unwrap();
+            assert_eq!(whole, parts, "{dtype}");
+            for (r, row) in rows.iter().enumerate() {
+                for (c, x) in xs.iter().enumerate() {
+                    let single = dot(dtype, row, x).unwrap();
+                    let grouped = whole[r * n + c];
+                    assert!(
+                        (single - grouped).abs() <= 1e-5 * single.abs().max(1.0),
+                        "{dtype} row {r} column {c}: {single} vs {grouped}"
+                    );
+                }
+            }
         }
     }
 

@@ -108,10 +108,11 @@ fn nibble_sums<'a, const FIFTH: bool, const N: usize>(
             factors[j] = _mm_add_ps(factors[j], f);
         }
     }
-    std::array::from_fn(|j| {
-        let offset = _mm_cvtss_f32(_mm_shuffle_ps::<1>(factors[j], factors[j]));
-        (sum8(acc[j]), offset)
-    })
+    let mut sums = [(0.0, 0.0); N];
+    for (s, (a, f)) in sums.iter_mut().zip(acc.into_iter().zip(factors)) {
+        *s = (sum8(a), _mm_cvtss_f32(_mm_shuffle_ps::<1>(f, f)));
+    }
+    sums
 }
 
 /// Each column's dot into `out`: four columns at a time through `four`
@@ -136,6 +137,10 @@ pub(super) fn by_fours(
     }
 }
 
+/// A nibble block's codes, fifth bits (q5_0/q5_1) and (scale, offset
+/// factor).
+type Nibbles<'a> = (&'a [u8; 16], u32, [f16; 2]);
+
 /// `finish(dot, offset)` of each column's [`nibble_sums`] into `out`.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn nibble_columns<'a, const FIFTH: bool, I>(
@@ -144,7 +149,7 @@ fn nibble_columns<'a, const FIFTH: bool, I>(
     out: &mut [f32],
     finish: impl Fn(f32, f32) -> f32,
 ) where
-    I: Iterator<Item = (&'a [u8; 16], u32, [f16; 2])>,
+    I: Iterator<Item = Nibbles<'a>>,
 {
     by_fours(
         xs,
@@ -157,40 +162,209 @@ fn nibble_columns<'a, const FIFTH: bool, I>(
     );
 }
 
+/// Four weight rows times four columns, (Σ d dx Σ code·xq, Σ o dx Σ xq)
+/// of row r and column j at 4r + j. Each of the 16 block dots is summed
+/// in integers across its vector (`vphaddd`), so per block two vectors of
+/// eight sums take the scales: about half the instructions per dot of
+/// [`nibble_sums`], whose sums stay in lanes, with the rows' codes and
+/// the columns' loads each shared four ways.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibble_tile<B, const FIFTH: bool>(
+    rows: [&[B]; 4],
+    xs: &[Q8Row; 4],
+    unpack: impl Fn(&B) -> Nibbles<'_>,
+) -> ([f32; 16], [f32; 16]) {
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let lens = rows
+        .iter()
+        .map(|r| r.len())
+        .chain(cols.iter().map(|c| c.len()));
+    let n_blocks = lens.min().unwrap_or(0);
+    let ones = _mm256_set1_epi16(1);
+    // Lanes of [d0 d1 d2 d3 o0 o1 o2 o3] for row pairs (0, 1) and (2, 3),
+    // each row's four times: scales, then offset factors.
+    let pick =
+        [(0, 1), (2, 3), (4, 5), (6, 7)].map(|(a, b)| _mm256_setr_epi32(a, a, a, a, b, b, b, b));
+    let mut dots = [_mm256_setzero_ps(); 2];
+    let mut offsets = [_mm256_setzero_ps(); 2];
+    for i in 0..n_blocks {
+        let w = rows.map(|r| unpack(&r[i]));
+        let c = w.map(|(qs, qh, _)| {
+            let c = nibbles(qs);
+            if FIFTH {
+                _mm256_or_si256(c, fifth_bits(qh))
+            } else {
+                c
+            }
+        });
+        let h = |r: usize, f: usize| w[r].2[f].to_bits() as i16;
+        let factors = _mm256_cvtph_ps(_mm_setr_epi16(
+            h(0, 0),
+            h(1, 0),
+            h(2, 0),
+            h(3, 0),
+            h(0, 1),
+            h(1, 1),
+            h(2, 1),
+            h(3, 1),
+        ));
+        let x = cols.map(|c| &c[i]);
+        let dx = _mm_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d);
+        let ds = _mm_setr_ps(x[0].ds, x[1].ds, x[2].ds, x[3].ds);
+        let (dx, ds) = (_mm256_set_m128(dx, dx), _mm256_set_m128(ds, ds));
+        let xq = x.map(|b| codes(&b.q));
+        for pair in 0..2 {
+            let p = |r: usize, j: usize| {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(c[2 * pair + r], xq[j]), ones)
+            };
+            // Per 128-bit half: the four columns' sums over that half's lanes.
+            let first = _mm256_hadd_epi32(
+                _mm256_hadd_epi32(p(0, 0), p(0, 1)),
+                _mm256_hadd_epi32(p(0, 2), p(0, 3)),
+            );
+            let second = _mm256_hadd_epi32(
+                _mm256_hadd_epi32(p(1, 0), p(1, 1)),
+                _mm256_hadd_epi32(p(1, 2), p(1, 3)),
+            );
+            let sums = _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(first, second),
+                _mm256_permute2x128_si256::<0x31>(first, second),
+            );
+            let scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(factors, pick[pair]), dx);
+            dots[pair] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, dots[pair]);
+            let offset = _mm256_permutevar8x32_ps(factors, pick[2 + pair]);
+            offsets[pair] = _mm256_fmadd_ps(offset, ds, offsets[pair]);
+        }
+    }
+    let mut out = ([0.0f32; 16], [0.0f32; 16]);
+    for pair in 0..2 {
+        // SAFETY: eight f32 at 8 pair of each 16; the stores are unaligned.
+        unsafe {
+            _mm256_storeu_ps(out.0[8 * pair..].as_mut_ptr(), dots[pair]);
+            _mm256_storeu_ps(out.1[8 * pair..].as_mut_ptr(), offsets[pair]);
+        }
+    }
+    out
+}
+
+/// Rows of nibble blocks (`per_row` each; the first is row `first_row`
+/// of its matrix) dotted with every column, `finish(dot, offset)` into
+/// `out`, a row's results after another's. Rows whose index is a multiple
+/// of four go four at a time through [`nibble_tile`], by column quads,
+/// whatever rows the caller's run starts at, so a row's results do not
+/// depend on how the rows were split over threads; the rest, and columns
+/// past the last quad, take [`nibble_columns`]'s loops.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibble_rows<B, const FIFTH: bool>(
+    blocks: &[B],
+    per_row: usize,
+    first_row: usize,
+    xs: &[Q8Row],
+    out: &mut [f32],
+    unpack: impl Fn(&B) -> Nibbles<'_> + Copy,
+    finish: impl Fn(f32, f32) -> f32 + Copy,
+) {
+    let n = xs.len();
+    if per_row == 0 || n == 0 {
+        return;
+    }
+    let row = |r: usize| &blocks[r * per_row..][..per_row];
+    let n_rows = (blocks.len() / per_row).min(out.len() / n);
+    let (quads, rest) = (xs.chunks_exact(4), &xs[n - n % 4..]);
+    let mut r = 0;
+    while r < n_rows {
+        let dst = &mut out[r * n..];
+        if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
+            let rows = [row(r), row(r + 1), row(r + 2), row(r + 3)];
+            for (q, x4) in quads.clone().enumerate() {
+                let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) else {
+                    continue;
+                };
+                let (dots, offsets) = nibble_tile::<B, FIFTH>(rows, x4, unpack);
+                for (t, (dot, offset)) in dots.into_iter().zip(offsets).enumerate() {
+                    dst[(t / 4) * n + 4 * q + t % 4] = finish(dot, offset);
+                }
+            }
+            for (k, w) in rows.iter().enumerate() {
+                let tail = &mut dst[k * n + n - rest.len()..][..rest.len()];
+                nibble_columns::<FIFTH, _>(|| w.iter().map(unpack), rest, tail, finish);
+            }
+            r += 4;
+        } else {
+            let w = row(r);
+            nibble_columns::<FIFTH, _>(|| w.iter().map(unpack), xs, &mut dst[..n], finish);
+            r += 1;
+        }
+    }
+}
+
 /// q4_0: codes are stored plus 8, so Σ d (code - 8) x = Σ d code x - 8 d Σ x.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q4_0(blocks: &[BlockQ4_0], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || blocks.iter().map(|w| (&w.qs, 0, [w.d, w.d]));
-    nibble_columns::<false, _>(each, xs, out, |dot, offset| dot - 8.0 * offset);
+pub fn q4_0(blocks: &[BlockQ4_0], per_row: usize, first_row: usize, xs: &[Q8Row], out: &mut [f32]) {
+    fn unpack(w: &BlockQ4_0) -> Nibbles<'_> {
+        (&w.qs, 0, [w.d, w.d])
+    }
+    nibble_rows::<_, false>(
+        blocks,
+        per_row,
+        first_row,
+        xs,
+        out,
+        unpack,
+        |dot, offset| dot - 8.0 * offset,
+    );
 }
 
 /// q4_1: d * code + m.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q4_1(blocks: &[BlockQ4_1], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || blocks.iter().map(|w| (&w.qs, 0, [w.d, w.m]));
-    nibble_columns::<false, _>(each, xs, out, |dot, offset| dot + offset);
+pub fn q4_1(blocks: &[BlockQ4_1], per_row: usize, first_row: usize, xs: &[Q8Row], out: &mut [f32]) {
+    fn unpack(w: &BlockQ4_1) -> Nibbles<'_> {
+        (&w.qs, 0, [w.d, w.m])
+    }
+    nibble_rows::<_, false>(
+        blocks,
+        per_row,
+        first_row,
+        xs,
+        out,
+        unpack,
+        |dot, offset| dot + offset,
+    );
 }
 
 /// q5_0: codes are stored plus 16.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q5_0(blocks: &[BlockQ5_0], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || {
-        blocks
-            .iter()
-            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.d]))
-    };
-    nibble_columns::<true, _>(each, xs, out, |dot, offset| dot - 16.0 * offset);
+pub fn q5_0(blocks: &[BlockQ5_0], per_row: usize, first_row: usize, xs: &[Q8Row], out: &mut [f32]) {
+    fn unpack(w: &BlockQ5_0) -> Nibbles<'_> {
+        (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.d])
+    }
+    nibble_rows::<_, true>(
+        blocks,
+        per_row,
+        first_row,
+        xs,
+        out,
+        unpack,
+        |dot, offset| dot - 16.0 * offset,
+    );
 }
 
 /// q5_1: d * code + m.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q5_1(blocks: &[BlockQ5_1], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || {
-        blocks
-            .iter()
-            .map(|w| (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.m]))
-    };
-    nibble_columns::<true, _>(each, xs, out, |dot, offset| dot + offset);
+pub fn q5_1(blocks: &[BlockQ5_1], per_row: usize, first_row: usize, xs: &[Q8Row], out: &mut [f32]) {
+    fn unpack(w: &BlockQ5_1) -> Nibbles<'_> {
+        (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.m])
+    }
+    nibble_rows::<_, true>(
+        blocks,
+        per_row,
+        first_row,
+        xs,
+        out,
+        unpack,
+        |dot, offset| dot + offset,
+    );
 }
 
 /// q4_K and q5_K: per sub-block s and each of N columns, d sc(s) dx Σ
@@ -337,14 +511,32 @@ pub fn q6_k(blocks: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]) {
     );
 }
 
+/// q8_0 against N columns: |w| times x with w's sign, unsigned times
+/// signed as `vpmaddubsw` takes them; each block's |w| is made once for
+/// the N columns.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q8_0(blocks: &[BlockQ8_0], x: &Q8Row) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for ((w, xq), &dx) in blocks.iter().zip(x.q.chunks_exact(BLOCK)).zip(&x.d) {
-        let wq = codes(&w.qs);
-        // |w| times x with w's sign: unsigned x signed, as vpmaddubsw takes.
-        let p = dot_u8_i8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(codes(xq), wq));
-        acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale(w.d) * dx), acc);
+fn q8_0_cols<const N: usize>(blocks: &[BlockQ8_0], xs: &[Q8Row; N]) -> [f32; N] {
+    let mut acc = [_mm256_setzero_ps(); N];
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
+    for (i, w) in blocks.iter().take(n_blocks).enumerate() {
+        let (wq, d) = (codes(&w.qs), scale(w.d));
+        let magnitude = _mm256_sign_epi8(wq, wq);
+        for j in 0..N {
+            let x = &cols[j][i];
+            let p = dot_u8_i8(magnitude, _mm256_sign_epi8(codes(&x.q), wq));
+            acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * x.d), acc[j]);
+        }
     }
-    sum8(acc)
+    acc.map(|a| sum8(a))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q8_0(blocks: &[BlockQ8_0], xs: &[Q8Row], out: &mut [f32]) {
+    by_fours(
+        xs,
+        out,
+        |x4| q8_0_cols::<4>(blocks, x4),
+        |x| q8_0_cols::<1>(blocks, std::array::from_ref(x))[0],
+    );
 }

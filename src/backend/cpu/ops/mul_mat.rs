@@ -66,13 +66,19 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
 
     // Work items are (batch, weight row); the result is gathered per batch after.
     let mut by_row = vec![0.0f32; b2 * b3 * m * n];
-    parallel_fill(&mut by_row, n, threads, |first, part| {
+    // The q8 loops take rows four at a time where the row index (counted
+    // over all batches) is a multiple of four: the threads' parts start at
+    // such rows, so a row's result does not depend on the thread count.
+    let group = if quantized.is_some() && n >= 4 { 4 } else { 1 };
+    parallel_fill(&mut by_row, group * n, threads, |first_group, part| {
+        let first = first_group * group;
         let mut row = vec![0.0f32; k];
         // The part's rows in runs within one batch, so that packed weight
         // rows go to the quantized loops many at a time.
         let mut done = 0;
         while done * n < part.len() {
-            let (im, batch) = ((first + done) % m, (first + done) / m);
+            let flat = first + done;
+            let (im, batch) = (flat % m, flat / m);
             let run = (m - im).min(part.len() / n - done);
             let dst = &mut part[done * n..][..run * n];
             done += run;
@@ -84,13 +90,13 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
                 // run's rows in one call where they are packed.
                 let columns = &columns[batch * n..][..n];
                 if let Some(rows) = a.packed_rows(im, run, a2, a3) {
-                    dots.rows(rows, columns, dst)?;
+                    dots.rows(rows, flat, columns, dst)?;
                     continue;
                 }
                 for (r, dst) in dst.chunks_exact_mut(n).enumerate() {
                     let row = a.packed_rows(im + r, 1, a2, a3);
                     let row = row.ok_or_else(|| Error::invalid("quantized rows are dense"))?;
-                    dots.rows(row, columns, dst)?;
+                    dots.rows(row, flat + r, columns, dst)?;
                 }
                 continue;
             }
