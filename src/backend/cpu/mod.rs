@@ -70,12 +70,13 @@ fn cpu_buffer(buffer: &BufferHandle) -> Result<&CpuBuffer> {
     })
 }
 
-/// The reference backend, multi-threaded where it matters (mul_mat, get_rows).
+/// The reference backend, its ops split over a pool of threads.
 ///
-/// [`CpuBackend::with_quantized_dots`] turns on the fast path for
-/// q4_0/q4_1/q8_0 weights: activations quantized to 8 bits and integer dot
-/// products, as ggml's CPU backend computes them (the model loader uses it);
-/// without it every op is the exact reference.
+/// [`CpuBackend::with_quantized_dots`] turns on the fast path, which
+/// computes as ggml's CPU backend does: quantized weights take activations
+/// quantized to 8 bits and integer dot products, and GELU is looked up in
+/// an f16 table (the model loader uses it); without it every op is the
+/// exact reference.
 pub struct CpuBackend {
     /// Workers kept for the backend's life (spawning threads per op cost
     /// more than a small model's decode ops), `None` with one thread.
@@ -119,8 +120,8 @@ impl CpuBackend {
         }
     }
 
-    /// The same backend with mul_mat's quantized-activation fast path on or
-    /// off (off: the reference).
+    /// The same backend with the fast path (q8 activations in mul_mat,
+    /// ggml's table GELU) on or off (off: the reference).
     pub fn with_quantized_dots(mut self, on: bool) -> CpuBackend {
         self.quantized_dots = on;
         self

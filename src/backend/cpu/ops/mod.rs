@@ -16,9 +16,10 @@ use super::Src;
 use crate::graph::{Node, Op};
 use crate::{Error, Result};
 
-/// How the ops run: worker threads, and whether mul_mat quantizes its
-/// activations for integer dot products (the fast path) or keeps them f32
-/// (the reference).
+/// How the ops run: worker threads, and whether they compute as ggml's CPU
+/// backend does (the fast path: mul_mat's activations quantized for
+/// integer dot products, GELU from an f16 table) or exactly (the
+/// reference).
 #[derive(Clone, Copy, Debug)]
 pub struct Settings {
     pub threads: usize,
@@ -42,6 +43,9 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::Scale(k) => elementwise::unary(s(0)?, threads, |x| x * k),
         Op::Silu => elementwise::unary(s(0)?, threads, elementwise::silu),
         Op::Relu => elementwise::unary(s(0)?, threads, |x| x.max(0.0)),
+        Op::Gelu if settings.quantized_dots => {
+            elementwise::unary(s(0)?, threads, elementwise::gelu_f16_table)
+        }
         Op::Gelu => elementwise::unary(s(0)?, threads, elementwise::gelu),
         Op::DiagMaskInf { n_past } => elementwise::diag_mask_inf(s(0)?, n_past),
         Op::SoftMax { scale } => softmax::soft_max(s(0)?, src.get(1).copied(), scale, threads),
