@@ -24,7 +24,9 @@ fn bench_mul_mat(cpu: &CpuBackend, dtype: DType, k: usize, m: usize, n: usize) -
         .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
         .collect();
     cpu.write_f32(&g, w, &values)?;
-    let xs: Vec<f32> = (0..k * n).map(|i| ((i * 31) % 200) as f32 / 100.0 - 1.0).collect();
+    let xs: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 31) % 200) as f32 / 100.0 - 1.0)
+        .collect();
     cpu.write_f32(&g, x, &xs)?;
     let order = g.compute_order();
     cpu.compute(&g, &order)?; // warm-up
@@ -34,7 +36,11 @@ fn bench_mul_mat(cpu: &CpuBackend, dtype: DType, k: usize, m: usize, n: usize) -
         cpu.compute(&g, &order)?;
     }
     let secs = start.elapsed().as_secs_f64() / reps as f64;
-    let path = if cpu.quantized_dots() { "fast" } else { "reference" };
+    let path = if cpu.quantized_dots() {
+        "fast"
+    } else {
+        "reference"
+    };
     let shape = format!("{k}x{m}x{n}");
     let rate = if n == 1 {
         let bytes = dtype.row_bytes(k)? * m;
@@ -56,14 +62,19 @@ fn main() -> Result<()> {
         .and_then(|t| t.parse().ok());
     let types = std::env::var("WGINFER_BENCH_TYPES").ok();
     let picked = |t: &DType| {
-        types
-            .as_ref()
-            .is_none_or(|list| list.split(',').any(|name| name.eq_ignore_ascii_case(t.name())))
+        types.as_ref().is_none_or(|list| {
+            list.split(',')
+                .any(|name| name.eq_ignore_ascii_case(t.name()))
+        })
     };
     let cpu = || threads.map_or_else(CpuBackend::new, CpuBackend::with_threads);
     let (reference, fast) = (cpu(), cpu().with_quantized_dots(true));
     println!("cpu backend, {} threads", fast.threads());
-    for dtype in DType::ALL.into_iter().filter(|t| *t != DType::I32).filter(picked) {
+    for dtype in DType::ALL
+        .into_iter()
+        .filter(|t| *t != DType::I32)
+        .filter(picked)
+    {
         // SmolLM2-135M's ffn_down shape and a 7B-class square matrix, one
         // column; 1024x1536, 64 columns.
         for backend in [&fast, &reference] {
