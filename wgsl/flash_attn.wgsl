@@ -1,12 +1,16 @@
-// flash_attn_ext: softmax(scale * K^T q + mask) V for one (head, query) per
-// workgroup, over tiles of WG keys with an online softmax: each invocation
-// scores one key of the tile, the tile's max and sum come from workgroup
-// reductions, then each invocation updates the output dims it owns (lid and
-// lid + WG). Values and the mask are addressed from words (Params has room
-// for three tensors: q = a, K = b, the result = d).
+// flash_attn_ext: softmax(scale * K^T q + mask) V for one (head, query,
+// key split) per workgroup, over tiles of WG keys with an online softmax:
+// each invocation scores one key of the tile, the tile's max and sum come
+// from workgroup reductions, then each invocation updates the output dims it
+// owns (lid and lid + WG). Values and the mask are addressed from words
+// (Params has room for three tensors: q = a, K = b, the result = d).
 // p.x: V's offset and byte strides along dims, keys and heads;
 // p.y: the mask's offset and row stride, scale (f32 bits), query heads per
-// KV head. The encoder defines `mask_at(key, query)`.
+// KV head; p.z: keys per split and splits. The encoder defines
+// `mask_at(key, query)` and adds `finish` (flash_attn_store.wgsl: the
+// result; flash_attn_partial.wgsl: the split's running max, sum and
+// unnormalised output, for flash_attn_merge.wgsl to combine, so that a
+// decode step's few (head, query) pairs still fill the GPU).
 
 const MAX_D: u32 = 256u;
 // The lowest finite f32: masked keys score -inf, below it.
@@ -22,17 +26,20 @@ fn v_at(key: u32, kv_head: u32, dim: u32) -> f32 {
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
     let n_head = p.a.ne.z;
+    let splits = p.z.y;
     let g = group_index(ids.wid, ids.nwg);
     // Uniform per workgroup, so the barriers below stay uniform.
-    if (g >= n_head * p.a.ne.y) {
+    if (g >= n_head * p.a.ne.y * splits) {
         return;
     }
-    let h = g % n_head;
-    let iq = g / n_head;
+    let split = g % splits;
+    let h = (g / splits) % n_head;
+    let iq = g / splits / n_head;
     let hk = h / p.y.w;
     let d = p.a.ne.x;
     let dv = p.d.ne.x;
-    let n_kv = p.b.ne.y;
+    let first = split * p.z.x;
+    let n_kv = min(p.b.ne.y, first + p.z.x);
     for (var i = ids.lid; i < d; i += WG) {
         qs[i] = load_a(addr(p.a, vec4<u32>(i, iq, h, 0u)));
     }
@@ -42,7 +49,7 @@ fn main(ids: Ids) {
     var l = 0.0;
     var acc0 = 0.0;
     var acc1 = 0.0;
-    for (var t0 = 0u; t0 < n_kv; t0 += WG) {
+    for (var t0 = first; t0 < n_kv; t0 += WG) {
         let j = t0 + ids.lid;
         var s = NEG_INF;
         if (j < n_kv) {
@@ -83,11 +90,5 @@ fn main(ids: Ids) {
         m = m_new;
         workgroupBarrier();
     }
-    let inv = select(0.0, 1.0 / l, l > 0.0);
-    if (ids.lid < dv) {
-        store_d(addr(p.d, vec4<u32>(ids.lid, h, iq, 0u)), acc0 * inv);
-    }
-    if (ids.lid + WG < dv) {
-        store_d(addr(p.d, vec4<u32>(ids.lid + WG, h, iq, 0u)), acc1 * inv);
-    }
+    finish(vec3<u32>(h, iq, split), m, l, vec2<f32>(acc0, acc1), ids.lid);
 }

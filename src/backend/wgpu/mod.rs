@@ -20,7 +20,7 @@ pub use gpu::{list_adapters, AdapterChoice, AdapterSummary};
 pub use plan::DispatchStats;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Backend, BufferHandle, BufferRead, BufferUsage, Counters, PendingRead};
 use crate::graph::{Graph, TensorId};
@@ -115,7 +115,16 @@ pub(crate) struct Device {
     /// inside its binding, as they cost time in every loop;
     /// `WGINFER_SHADER_CHECKS=1` or `0` decides on any backend.
     shader_checks: bool,
+    /// Intermediate results inside one op (flash attention's key splits),
+    /// created on first use. Ops that use it run one after another on the
+    /// queue, and wgpu orders each writer before its reader, so one buffer
+    /// serves them all.
+    scratch: OnceLock<wgpu::Buffer>,
 }
+
+/// Size of [`Device`]'s scratch buffer: an op whose intermediate results
+/// would not fit takes a path without them.
+pub(crate) const SCRATCH_BYTES: u64 = 4 << 20;
 
 impl Device {
     fn name(&self) -> &str {
@@ -148,6 +157,18 @@ impl Device {
             (None, Some(e)) => Err(self.error(format!("wgpu error: {e}"))),
             (None, None) => Ok(value),
         }
+    }
+
+    /// The scratch buffer ([`SCRATCH_BYTES`]).
+    fn scratch(&self) -> &wgpu::Buffer {
+        self.scratch.get_or_init(|| {
+            self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("scratch"),
+                size: SCRATCH_BYTES,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        })
     }
 
     /// Blocks until the queue is idle.
@@ -224,6 +245,7 @@ impl WgpuBackend {
             immediates,
             fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
             shader_checks,
+            scratch: OnceLock::new(),
             fold_activations,
             submit_every,
         };

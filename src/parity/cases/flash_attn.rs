@@ -2,20 +2,26 @@
 //! or sinks): single-token decode and prompt shapes, GQA ratios 1, 3, 4 and
 //! 8, key counts that are not multiples of the kernel's 128-key tile, f16
 //! and f32 K/V, with and without a causal mask, and V read through a
-//! transposed view as the model's V cache stores it.
+//! transposed view as the model's V cache stores it. Decode shapes with
+//! more than one tile of keys split them over workgroups on a GPU; the
+//! padded ones mask the keys past a position, as the model's cache padding
+//! does, so whole splits see nothing.
 
 use crate::parity::{Case, CaseBuilder, NMSE_MUL_MAT};
 use crate::{DType, Result};
 
 pub fn cases() -> Result<Vec<Case>> {
     let mut cases = Vec::new();
-    for (d, n_head, n_head_kv, n_kv, n_q) in [
-        (64, 9, 3, 256, 1),
-        (64, 4, 4, 77, 1),
-        (128, 32, 8, 300, 1),
-        (64, 8, 1, 129, 3),
-        (128, 4, 1, 64, 32),
-        (256, 4, 1, 200, 2),
+    // Keys visible to the last query (the rest are padding) when masked.
+    for (d, n_head, n_head_kv, n_kv, n_q, visible) in [
+        (64, 9, 3, 256, 1, 256),
+        (64, 4, 4, 77, 1, 77),
+        (128, 32, 8, 300, 1, 300),
+        (64, 8, 1, 129, 3, 129),
+        (128, 4, 1, 64, 32, 64),
+        (256, 4, 1, 200, 2, 200),
+        (64, 9, 3, 768, 1, 300),
+        (128, 32, 8, 1024, 2, 1000),
     ] {
         for kv_type in [DType::F16, DType::F32] {
             for (masked, v_transposed) in [(true, true), (false, false)] {
@@ -30,12 +36,12 @@ pub fn cases() -> Result<Vec<Case>> {
                     b.uniform(kv_type, &[d, n_kv, n_head_kv], -1.0, 1.0)?
                 };
                 let mask = if masked {
-                    // Query i sees the keys up to n_kv - n_q + i (causal).
+                    // Query i sees the keys up to visible - n_q + i (causal).
                     let id = b.g.input("mask", DType::F32, &[n_kv, n_q])?;
                     let values = (0..n_q)
                         .flat_map(|i| {
                             (0..n_kv).map(move |j| {
-                                if j + n_q <= n_kv + i {
+                                if j + n_q <= visible + i {
                                     0.0
                                 } else {
                                     f32::NEG_INFINITY
@@ -50,8 +56,13 @@ pub fn cases() -> Result<Vec<Case>> {
                 };
                 let scale = 1.0 / (d as f32).sqrt();
                 let out = b.g.flash_attn(q, k, v, mask, scale)?;
+                let padded = if masked && visible < n_kv {
+                    format!(",visible={visible}")
+                } else {
+                    String::new()
+                };
                 let name = format!(
-                    "FLASH_ATTN_EXT(hsk={d},nh={n_head},nr={},kv={n_kv},nb={n_q},mask={},type_KV={kv_type},v_transposed={})",
+                    "FLASH_ATTN_EXT(hsk={d},nh={n_head},nr={},kv={n_kv},nb={n_q},mask={},type_KV={kv_type},v_transposed={}{padded})",
                     n_head / n_head_kv,
                     u8::from(masked),
                     u8::from(v_transposed)

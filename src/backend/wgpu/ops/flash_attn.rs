@@ -1,14 +1,29 @@
 //! flash_attn_ext: one workgroup per (head, query), an online softmax over
 //! tiles of keys (`wgsl/flash_attn.wgsl`). For decode this replaces the
 //! scores product, soft_max, the weighted-values product and the copy that
-//! merges heads: four dispatches and the score tensor.
+//! merges heads: four dispatches and the score tensor. When there are too
+//! few (head, query) pairs to fill the device (a decode step), the keys are
+//! also split over workgroups, whose partial results a second dispatch
+//! combines (flash decoding).
 
 use super::{key, OpEncoder};
-use crate::backend::wgpu::plan::Dispatch;
+use crate::backend::wgpu::params::{Params, TensorParams};
+use crate::backend::wgpu::plan::{Binding, Dispatch};
+use crate::backend::wgpu::SCRATCH_BYTES;
 use crate::graph::{Graph, Op, TensorId};
+use crate::tensor::Layout;
 use crate::{DType, Result};
 
-const BODY: &[&str] = &[include_str!("../../../../wgsl/flash_attn.wgsl")];
+const ATTEND: &str = include_str!("../../../../wgsl/flash_attn.wgsl");
+const BODY: &[&str] = &[
+    ATTEND,
+    include_str!("../../../../wgsl/flash_attn_store.wgsl"),
+];
+const BODY_SPLIT: &[&str] = &[
+    ATTEND,
+    include_str!("../../../../wgsl/flash_attn_partial.wgsl"),
+];
+const MERGE: &[&str] = &[include_str!("../../../../wgsl/flash_attn_merge.wgsl")];
 const NO_MASK: &str = "fn mask_at(key: u32, query: u32) -> f32 { return 0.0; }\n";
 const MASK_F32: &str =
     "fn mask_at(key: u32, query: u32) -> f32 { return load_e(p.y.x + query * p.y.y + key * 4u); }\n";
@@ -18,6 +33,31 @@ const MASK_F16: &str =
 const WG: u32 = 128;
 /// Query head size the kernel's workgroup array holds (`MAX_D`).
 const MAX_D: usize = 256;
+/// Keys are split until about this many workgroups run (two per SM of a
+/// large GPU), each split a whole number of tiles, at most [`MAX_SPLITS`].
+const TARGET_WORKGROUPS: usize = 256;
+const MAX_SPLITS: usize = 32;
+
+/// Keys per split and splits for `pairs` (head, query) pairs over `n_kv`
+/// keys with `dv` value dims: one split when the pairs fill the device
+/// already, when there is only one tile of keys, or when the splits'
+/// results would not fit the scratch buffer.
+fn key_splits(pairs: usize, n_kv: usize, dv: usize) -> (usize, usize) {
+    let tile = WG as usize;
+    let tiles = n_kv.div_ceil(tile).max(1);
+    let wanted = TARGET_WORKGROUPS
+        .div_ceil(pairs.max(1))
+        .min(MAX_SPLITS)
+        .min(tiles);
+    let chunk = tiles.div_ceil(wanted.max(1)) * tile;
+    let splits = n_kv.div_ceil(chunk).max(1);
+    let scratch = (pairs * splits * (dv + 2) * 4) as u64;
+    if splits == 1 || scratch > SCRATCH_BYTES {
+        (n_kv.max(1), 1)
+    } else {
+        (chunk, splits)
+    }
+}
 
 pub fn supports(graph: &Graph, id: TensorId) -> bool {
     let node = graph.node(id);
@@ -64,18 +104,83 @@ pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
         }
     };
     let n = enc.graph.layout(enc.id).ne;
-    let groups =
-        u32::try_from(n[1] * n[2]).map_err(|_| enc.device.error("flash_attn is too large"))?;
+    let too_large = || enc.device.error("flash_attn is too large");
+    let n_kv = enc.graph.layout(k).ne[1];
+    let (chunk, splits) = key_splits(n[1] * n[2], n_kv, n[0]);
+    let groups = u32::try_from(n[1] * n[2] * splits).map_err(|_| too_large())?;
+    params.z = [
+        u32::try_from(chunk).map_err(|_| too_large())?,
+        splits as u32,
+        0,
+        0,
+    ];
     let wg = enc.workgroup(WG);
     if wg != WG {
         return Err(enc
             .device
             .error("flash_attn needs 128-invocation workgroups"));
     }
-    Ok(vec![Dispatch {
-        key: key(enc, "flash_attn_ext", &srcs, BODY, defs, true, wg),
-        bindings,
-        params,
-        workgroups: enc.grid(groups),
-    }])
+    if splits == 1 {
+        return Ok(vec![Dispatch {
+            key: key(enc, "flash_attn_ext", &srcs, BODY, defs, true, wg),
+            bindings,
+            params,
+            workgroups: enc.grid(groups),
+        }]);
+    }
+    // The splits' rows go to the scratch buffer: [Dv + 2, splits, heads, queries].
+    let rows = Layout::contiguous(DType::F32, [n[0] + 2, splits, n[1], n[2]])?;
+    let rows_params = TensorParams::new(&rows, 0).ok_or_else(too_large)?;
+    let scratch = Binding {
+        buffer: enc.device.scratch().clone(),
+        offset: 0,
+        size: rows.span_bytes() as u64,
+    };
+    let out = bindings.pop().ok_or_else(too_large)?;
+    bindings.push(scratch.clone());
+    let out_params = std::mem::replace(&mut params.d, rows_params);
+    let mut partial = key(enc, "flash_attn_ext", &srcs, BODY_SPLIT, defs, true, wg);
+    partial.name.push_str("_split");
+    partial.dst = DType::F32;
+    let mut merge = key(enc, "flash_attn_merge", &[], MERGE, "", false, wg);
+    merge.srcs = vec![DType::F32];
+    let merge_params = Params {
+        a: rows_params,
+        d: out_params,
+        ..Default::default()
+    };
+    Ok(vec![
+        Dispatch {
+            key: partial,
+            bindings,
+            params,
+            workgroups: enc.grid(groups),
+        },
+        Dispatch {
+            key: merge,
+            bindings: vec![scratch, out],
+            params: merge_params,
+            workgroups: enc.grid(u32::try_from(n[1] * n[2]).map_err(|_| too_large())?),
+        },
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_split_only_when_the_pairs_leave_the_device_idle() {
+        // An 8B-class decode step: 32 heads, one query, 1024 cached keys.
+        assert_eq!(key_splits(32, 1024, 128), (128, 8));
+        // Fewer heads: more splits, never more than the tiles.
+        assert_eq!(key_splits(9, 256, 64), (128, 2));
+        assert_eq!(key_splits(9, 4096, 64), (256, 16));
+        // One tile, or enough pairs already: one split over every key.
+        assert_eq!(key_splits(9, 100, 64), (100, 1));
+        assert_eq!(key_splits(512, 4096, 128), (4096, 1));
+        assert_eq!(key_splits(4, 0, 64), (1, 1));
+        // Results that would not fit the scratch buffer: one split.
+        assert_eq!(key_splits(200, 1 << 20, 4096), (1 << 20, 1));
+    }
 }
