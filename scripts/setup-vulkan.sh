@@ -22,5 +22,7 @@ SUDO=""
 say "installing lavapipe (mesa-vulkan-drivers) and libvulkan1"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers libvulkan1 >/dev/null
+# dpkg may leave the linker cache to a deferred trigger; the loader check reads it.
+$SUDO ldconfig 2>/dev/null || true
 has_icd && has_loader || { say "install finished but no Vulkan driver is registered"; exit 1; }
 say "lavapipe installed"
