@@ -73,8 +73,8 @@ pub struct ModelArgs {
     /// MiB of weights and KV cache each device may hold [default: its memory]
     #[arg(long = "device-memory-mib")]
     pub device_memory_mib: Option<u64>,
-    /// Attention as one flash-attention op: on, off or auto (where faster:
-    /// for now off)
+    /// Attention as one flash-attention op: on, off, decode (one-token
+    /// steps only) or auto (decode on a GPU, else off)
     #[arg(long = "flash-attn", visible_alias = "fa", default_value = "auto", value_parser = parse_flash_attn)]
     pub flash_attn: FlashAttn,
     /// Threads of the CPU backend [default: one per core]

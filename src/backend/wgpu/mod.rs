@@ -120,6 +120,9 @@ pub(crate) struct Device {
     /// queue, and wgpu orders each writer before its reader, so one buffer
     /// serves them all.
     scratch: OnceLock<wgpu::Buffer>,
+    /// Whether flash attention may split a step's keys over workgroups
+    /// (`WGINFER_FLASH_SPLIT=0` keeps one workgroup per head and query).
+    split_keys: bool,
 }
 
 /// Size of [`Device`]'s scratch buffer: an op whose intermediate results
@@ -246,6 +249,7 @@ impl WgpuBackend {
             fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
             shader_checks,
             scratch: OnceLock::new(),
+            split_keys: std::env::var("WGINFER_FLASH_SPLIT").map_or(true, |v| v.trim() != "0"),
             fold_activations,
             submit_every,
         };

@@ -20,56 +20,115 @@ pub fn cases() -> Result<Vec<Case>> {
         (64, 8, 1, 129, 3, 129),
         (128, 4, 1, 64, 32, 64),
         (256, 4, 1, 200, 2, 200),
-        (64, 9, 3, 768, 1, 300),
+        (64, 9, 3, 2048, 1, 700),
         (128, 32, 8, 1024, 2, 1000),
     ] {
         for kv_type in [DType::F16, DType::F32] {
             for (masked, v_transposed) in [(true, true), (false, false)] {
-                let mut b = CaseBuilder::new(cases.len() as u64 + 2300);
-                let q = b.uniform(DType::F32, &[d, n_q, n_head], -1.0, 1.0)?;
-                let k = b.uniform(kv_type, &[d, n_kv, n_head_kv], -1.0, 1.0)?;
-                let v = if v_transposed {
-                    // Stored [n_kv, d, heads]; read as [d, n_kv, heads].
-                    let stored = b.uniform(kv_type, &[n_kv, d, n_head_kv], -1.0, 1.0)?;
-                    b.g.permute(stored, [1, 0, 2, 3])?
-                } else {
-                    b.uniform(kv_type, &[d, n_kv, n_head_kv], -1.0, 1.0)?
+                let shape = Attention {
+                    d,
+                    n_head,
+                    n_head_kv,
+                    n_kv,
+                    n_q,
+                    visible: masked.then_some(visible),
+                    kv_type,
+                    v_transposed,
                 };
-                let mask = if masked {
-                    // Query i sees the keys up to visible - n_q + i (causal).
-                    let id = b.g.input("mask", DType::F32, &[n_kv, n_q])?;
-                    let values = (0..n_q)
-                        .flat_map(|i| {
-                            (0..n_kv).map(move |j| {
-                                if j + n_q <= visible + i {
-                                    0.0
-                                } else {
-                                    f32::NEG_INFINITY
-                                }
-                            })
-                        })
-                        .collect();
-                    b.push_f32(id, values);
-                    Some(id)
-                } else {
-                    None
-                };
-                let scale = 1.0 / (d as f32).sqrt();
-                let out = b.g.flash_attn(q, k, v, mask, scale)?;
-                let padded = if masked && visible < n_kv {
-                    format!(",visible={visible}")
-                } else {
-                    String::new()
-                };
-                let name = format!(
-                    "FLASH_ATTN_EXT(hsk={d},nh={n_head},nr={},kv={n_kv},nb={n_q},mask={},type_KV={kv_type},v_transposed={}{padded})",
-                    n_head / n_head_kv,
-                    u8::from(masked),
-                    u8::from(v_transposed)
-                );
-                cases.push(b.case("flash_attn_ext", name, out, NMSE_MUL_MAT));
+                cases.push(case(shape, cases.len() as u64 + 2300)?);
             }
         }
     }
     Ok(cases)
+}
+
+/// Decode steps of the 135M and 8B shapes over long caches, as the model
+/// runs them (f16 K, V through a transposed view, a mask), for
+/// `backend_ops --mode perf` (keys split over workgroups or not).
+pub fn perf_cases() -> Result<Vec<Case>> {
+    let mut cases = Vec::new();
+    for (d, n_head, n_head_kv) in [(64, 9, 3), (128, 32, 8)] {
+        for n_kv in [512, 2048, 8192, 32768] {
+            let shape = Attention {
+                d,
+                n_head,
+                n_head_kv,
+                n_kv,
+                n_q: 1,
+                visible: Some(n_kv),
+                kv_type: DType::F16,
+                v_transposed: true,
+            };
+            cases.push(case(shape, 2400 + n_kv as u64)?);
+        }
+    }
+    Ok(cases)
+}
+
+struct Attention {
+    d: usize,
+    n_head: usize,
+    n_head_kv: usize,
+    n_kv: usize,
+    n_q: usize,
+    /// With a causal mask: the keys the last query sees.
+    visible: Option<usize>,
+    kv_type: DType,
+    v_transposed: bool,
+}
+
+fn case(s: Attention, seed: u64) -> Result<Case> {
+    let Attention {
+        d,
+        n_head,
+        n_head_kv,
+        n_kv,
+        n_q,
+        visible,
+        kv_type,
+        v_transposed,
+    } = s;
+    let mut b = CaseBuilder::new(seed);
+    let q = b.uniform(DType::F32, &[d, n_q, n_head], -1.0, 1.0)?;
+    let k = b.uniform(kv_type, &[d, n_kv, n_head_kv], -1.0, 1.0)?;
+    let v = if v_transposed {
+        // Stored [n_kv, d, heads]; read as [d, n_kv, heads].
+        let stored = b.uniform(kv_type, &[n_kv, d, n_head_kv], -1.0, 1.0)?;
+        b.g.permute(stored, [1, 0, 2, 3])?
+    } else {
+        b.uniform(kv_type, &[d, n_kv, n_head_kv], -1.0, 1.0)?
+    };
+    let mask = match visible {
+        Some(visible) => {
+            // Query i sees the keys up to visible - n_q + i (causal).
+            let id = b.g.input("mask", DType::F32, &[n_kv, n_q])?;
+            let values = (0..n_q)
+                .flat_map(|i| {
+                    (0..n_kv).map(move |j| {
+                        if j + n_q <= visible + i {
+                            0.0
+                        } else {
+                            f32::NEG_INFINITY
+                        }
+                    })
+                })
+                .collect();
+            b.push_f32(id, values);
+            Some(id)
+        }
+        None => None,
+    };
+    let scale = 1.0 / (d as f32).sqrt();
+    let out = b.g.flash_attn(q, k, v, mask, scale)?;
+    let padded = match visible {
+        Some(visible) if visible < n_kv => format!(",visible={visible}"),
+        _ => String::new(),
+    };
+    let name = format!(
+        "FLASH_ATTN_EXT(hsk={d},nh={n_head},nr={},kv={n_kv},nb={n_q},mask={},type_KV={kv_type},v_transposed={}{padded})",
+        n_head / n_head_kv,
+        u8::from(visible.is_some()),
+        u8::from(v_transposed)
+    );
+    Ok(b.case("flash_attn_ext", name, out, NMSE_MUL_MAT))
 }

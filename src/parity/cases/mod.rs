@@ -44,5 +44,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
 
 /// Extra cases for `backend_ops --mode perf` only (too big for the test suite).
 pub fn perf_cases() -> Result<Vec<Case>> {
-    mul_mat::perf_cases()
+    let mut cases = mul_mat::perf_cases()?;
+    cases.extend(flash_attn::perf_cases()?);
+    Ok(cases)
 }
