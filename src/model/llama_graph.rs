@@ -636,3 +636,20 @@ fn pick_into(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FlashAttn;
+
+    #[test]
+    fn auto_flash_attention_is_for_decode_steps_on_gpus() {
+        let gpu = FlashAttn::Auto.resolve(true);
+        assert_eq!(gpu, FlashAttn::Decode);
+        assert!(gpu.used_for(1) && !gpu.used_for(2) && !gpu.used_for(512));
+        assert_eq!(FlashAttn::Auto.resolve(false), FlashAttn::Off);
+        assert_eq!(FlashAttn::On.resolve(false), FlashAttn::On);
+        assert!(FlashAttn::On.used_for(512) && !FlashAttn::Off.used_for(1));
+        assert_eq!(FlashAttn::parse(" Decode ").ok(), Some(FlashAttn::Decode));
+        assert!(FlashAttn::parse("sometimes").is_err());
+    }
+}
