@@ -140,6 +140,20 @@ pub(super) fn by_fours(
     }
 }
 
+/// Every column of `xs` through `$cols::<N>($blocks, columns)` into `out`:
+/// four at a time, then one ([`by_fours`]).
+macro_rules! cols_by_fours {
+    ($cols:ident($blocks:expr), $xs:expr, $out:expr) => {
+        by_fours(
+            $xs,
+            $out,
+            |x4| $cols::<4>($blocks, x4),
+            |x| $cols::<1>($blocks, std::array::from_ref(x))[0],
+        )
+    };
+}
+pub(super) use cols_by_fours;
+
 /// A nibble block's codes, fifth bits (q5_0/q5_1) and (scale, offset
 /// factor).
 type Nibbles<'a> = (&'a [u8; 16], u32, [f16; 2]);
@@ -424,12 +438,7 @@ fn k_quant_columns<'a, I>(blocks: impl Fn() -> I, xs: &[Q8Row], out: &mut [f32])
 where
     I: Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
 {
-    by_fours(
-        xs,
-        out,
-        |x4| k_quant::<4>(blocks(), x4),
-        |x| k_quant::<1>(blocks(), std::array::from_ref(x))[0],
-    );
+    cols_by_fours!(k_quant(blocks()), xs, out);
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -506,12 +515,7 @@ fn q6_k_cols<const N: usize>(blocks: &[BlockQ6K], xs: &[Q8Row; N]) -> [f32; N] {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn q6_k(blocks: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]) {
-    by_fours(
-        xs,
-        out,
-        |x4| q6_k_cols::<4>(blocks, x4),
-        |x| q6_k_cols::<1>(blocks, std::array::from_ref(x))[0],
-    );
+    cols_by_fours!(q6_k_cols(blocks), xs, out);
 }
 
 /// q8_0 against N columns: |w| times x with w's sign, unsigned times
@@ -536,10 +540,5 @@ fn q8_0_cols<const N: usize>(blocks: &[BlockQ8_0], xs: &[Q8Row; N]) -> [f32; N] 
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn q8_0(blocks: &[BlockQ8_0], xs: &[Q8Row], out: &mut [f32]) {
-    by_fours(
-        xs,
-        out,
-        |x4| q8_0_cols::<4>(blocks, x4),
-        |x| q8_0_cols::<1>(blocks, std::array::from_ref(x))[0],
-    );
+    cols_by_fours!(q8_0_cols(blocks), xs, out);
 }

@@ -86,7 +86,7 @@ pub(super) mod portable {
 pub(super) mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::super::avx2::{by_fours, codes, scale, sum8};
+    use super::super::avx2::{by_fours, codes, cols_by_fours, scale, sum8};
     use super::super::Q8Row;
     use crate::quant::q3_k::scales;
     use crate::quant::{BlockQ2K, BlockQ3K};
@@ -216,21 +216,11 @@ pub(super) mod avx2 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub fn q2_k(blocks: &[BlockQ2K], xs: &[Q8Row], out: &mut [f32]) {
-        by_fours(
-            xs,
-            out,
-            |x4| q2_k_cols::<4>(blocks, x4),
-            |x| q2_k_cols::<1>(blocks, std::array::from_ref(x))[0],
-        );
+        cols_by_fours!(q2_k_cols(blocks), xs, out);
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub fn q3_k(blocks: &[BlockQ3K], xs: &[Q8Row], out: &mut [f32]) {
-        by_fours(
-            xs,
-            out,
-            |x4| q3_k_cols::<4>(blocks, x4),
-            |x| q3_k_cols::<1>(blocks, std::array::from_ref(x))[0],
-        );
+        cols_by_fours!(q3_k_cols(blocks), xs, out);
     }
 }
