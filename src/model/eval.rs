@@ -111,8 +111,6 @@ impl Evaluator {
         n_batch: usize,
         flash_attn: FlashAttn,
     ) -> Result<Evaluator> {
-        let on_gpus = backends.iter().all(|b| b.queues_work());
-        let flash_attn = flash_attn.resolve(on_gpus);
         let mut sched = Scheduler::new(backends)?;
         let n_tokens = n_batch.clamp(1, kv.n_ctx());
         let worst = Batch {

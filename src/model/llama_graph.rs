@@ -37,7 +37,8 @@ pub const KV_PAD: usize = 256;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FlashAttn {
     /// Where it is faster: decode steps on a GPU ([`FlashAttn::Decode`]
-    /// when every backend queues its work, else [`FlashAttn::Off`]). On an
+    /// when every layer runs on a hardware GPU, else [`FlashAttn::Off`];
+    /// software renderers such as lavapipe gain nothing from it). On an
     /// H200 it decodes 3-6% faster than the scores product, soft_max and
     /// values product it replaces; prompts run them still, as the
     /// flash-attention kernel (one workgroup per head and query) takes
@@ -66,8 +67,8 @@ impl FlashAttn {
         }
     }
 
-    /// `Auto` made concrete for a model whose backends all queue their
-    /// work (GPUs) or not; the other settings stay.
+    /// `Auto` made concrete for a model whose layers all run on hardware
+    /// GPUs or not; the other settings stay.
     pub fn resolve(self, on_gpus: bool) -> FlashAttn {
         match self {
             FlashAttn::Auto if on_gpus => FlashAttn::Decode,

@@ -214,7 +214,11 @@ fn load_parts(
         .map(|il| backends[place.layer(il)].as_ref())
         .collect();
     let kv = KvCache::new(&layer_backends, n_ctx, c.n_embd_kv(), opts.kv_type)?;
-    let eval = Evaluator::new(backends.clone(), c, &weights, &kv, n_batch, opts.flash_attn)?;
+    // Flash attention pays on hardware GPUs only, and only when every
+    // layer's attention runs there (see `FlashAttn::Auto`).
+    let on_gpus = !opened.software && layer_backends.iter().all(|b| b.queues_work());
+    let flash_attn = opts.flash_attn.resolve(on_gpus);
+    let eval = Evaluator::new(backends.clone(), c, &weights, &kv, n_batch, flash_attn)?;
     Ok(Parts {
         weights,
         kv,
