@@ -183,12 +183,12 @@ macro_rules! llama_cpp_tests {
 }
 
 llama_cpp_tests! {
-    llama_cpp_add => "ADD": 92,
-    llama_cpp_mul => "MUL": 92,
-    llama_cpp_scale => "SCALE": 1,
-    llama_cpp_silu => "SILU": 8,
-    llama_cpp_relu => "RELU": 8,
-    llama_cpp_gelu => "GELU": 8,
+    llama_cpp_add => "ADD": 141,
+    llama_cpp_mul => "MUL": 141,
+    llama_cpp_scale => "SCALE": 2,
+    llama_cpp_silu => "SILU": 12,
+    llama_cpp_relu => "RELU": 12,
+    llama_cpp_gelu => "GELU": 12,
     llama_cpp_soft_max => "SOFT_MAX": 63,
     llama_cpp_norm => "NORM": 60,
     llama_cpp_rms_norm => "RMS_NORM": 50,
@@ -196,8 +196,8 @@ llama_cpp_tests! {
     llama_cpp_mul_mat => "MUL_MAT": 889,
     llama_cpp_get_rows => "GET_ROWS": 112,
     llama_cpp_rope => "ROPE": 137,
-    llama_cpp_cpy => "CPY": 136,
-    llama_cpp_cont => "CONT": 60,
+    llama_cpp_cpy => "CPY": 159,
+    llama_cpp_cont => "CONT": 66,
 }
 
 #[test]

@@ -15,6 +15,18 @@ fn float_type(g: &Graph, id: TensorId, op: &str) -> Result<DType> {
     }
 }
 
+/// A type that elementwise ops and copies read and write: the float
+/// types, bf16 included.
+fn elementwise_type(g: &Graph, id: TensorId, op: &str) -> Result<DType> {
+    match g.layout(id).dtype {
+        t @ (DType::F32 | DType::F16 | DType::BF16) => Ok(t),
+        t => Err(Error::shape(format!(
+            "{op}: '{}' is {t}; f32, f16 or bf16 expected",
+            g.node(id).name
+        ))),
+    }
+}
+
 fn expect_type(g: &Graph, id: TensorId, want: DType, op: &str) -> Result<()> {
     let t = g.layout(id).dtype;
     if t != want {
@@ -127,11 +139,11 @@ impl Graph {
         self.permute(a, [1, 0, 2, 3])
     }
 
-    /// Copies `a` into `b`'s bytes (converting f32/f16); the result is `b` after the copy.
+    /// Copies `a` into `b`'s bytes (converting between f32, f16 and bf16); the result is `b` after the copy.
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.check_ids(&[a, b])?;
-        float_type(self, a, "cpy")?;
-        float_type(self, b, "cpy")?;
+        elementwise_type(self, a, "cpy")?;
+        elementwise_type(self, b, "cpy")?;
         let (la, lb) = (*self.layout(a), *self.layout(b));
         if la.n_elements() != lb.n_elements() {
             return Err(Error::shape(format!(
@@ -231,8 +243,8 @@ impl Graph {
     /// `a` converted to `dtype` in a new contiguous tensor.
     pub fn cast(&mut self, a: TensorId, dtype: DType) -> Result<TensorId> {
         self.check_ids(&[a])?;
-        float_type(self, a, "cast")?;
-        if !matches!(dtype, DType::F32 | DType::F16) {
+        elementwise_type(self, a, "cast")?;
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::shape(format!("cast: to {dtype} is not supported")));
         }
         let ne = self.layout(a).ne;
@@ -247,8 +259,8 @@ impl Graph {
     }
 
     fn binary(&mut self, op: Op, a: TensorId, b: TensorId) -> Result<TensorId> {
-        let ta = float_type(self, a, op.name())?;
-        float_type(self, b, op.name())?;
+        let ta = elementwise_type(self, a, op.name())?;
+        elementwise_type(self, b, op.name())?;
         let (na, nb) = (self.layout(a).ne, self.layout(b).ne);
         if (0..MAX_DIMS).any(|i| na[i] % nb[i] != 0) {
             return Err(Error::shape(format!(
@@ -272,7 +284,7 @@ impl Graph {
     }
 
     fn unary(&mut self, op: Op, a: TensorId) -> Result<TensorId> {
-        let t = float_type(self, a, op.name())?;
+        let t = elementwise_type(self, a, op.name())?;
         let ne = self.layout(a).ne;
         self.op_node(op, vec![a], t, ne)
     }

@@ -171,14 +171,16 @@ pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) 
     let mut next = values.iter();
     let mut write = |at: usize, v: f32| match layout.dtype {
         DType::F16 => bytes[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes()),
+        // Rounded to nearest even, NaN kept quiet: ggml's conversion.
+        DType::BF16 => bytes[at..at + 2].copy_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
         DType::I32 => bytes[at..at + 4].copy_from_slice(&(v as i32).to_le_bytes()),
         _ => bytes[at..at + 4].copy_from_slice(&v.to_le_bytes()),
     };
     match layout.dtype {
-        DType::F32 | DType::F16 | DType::I32 => {}
+        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => {}
         t => {
             return Err(Error::UnsupportedType(format!(
-                "cpu results are f32 or f16, not {t}"
+                "cpu results are f32, f16, bf16 or i32, not {t}"
             )))
         }
     }

@@ -142,29 +142,41 @@ fn source_helpers(out: &mut String, binding: usize, name: &str, t: DType) {
     let _ = writeln!(out, "fn load_{name}(byte: u32) -> f32 {{ return {load}; }}");
 }
 
-/// The destination binding and `store_d(byte, value)`. f16 halves share a
-/// word with a neighbour another invocation may write, so they are merged
-/// with atomics.
+/// The destination binding and `store_d(byte, value)`. f16 and bf16
+/// halves share a word with a neighbour another invocation may write, so
+/// they are merged with atomics.
 fn dest_helpers(out: &mut String, binding: usize, t: DType) {
-    if t == DType::F16 {
-        let _ = writeln!(
-            out,
-            "@group(0) @binding({binding}) var<storage, read_write> d: array<atomic<u32>>;"
-        );
-        out.push_str(
-            "fn store_d(byte: u32, v: f32) {\n\
-             \x20   let shift = (byte & 2u) * 8u;\n\
-             \x20   let bits = (pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu) << shift;\n\
-             \x20   atomicAnd(&d[byte >> 2u], ~(0xffffu << shift));\n\
-             \x20   atomicOr(&d[byte >> 2u], bits);\n}\n",
-        );
-    } else {
+    let half_bits = match t {
+        DType::F16 => Some("pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu"),
+        // Rounded to nearest even, NaN kept quiet: ggml's conversion. NaN
+        // is found from the bits (a compiler may fold `v != v` away).
+        DType::BF16 => Some(
+            "select((u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u, (u >> 16u) | 64u, \
+             (u & 0x7fffffffu) > 0x7f800000u)",
+        ),
+        _ => None,
+    };
+    let Some(half_bits) = half_bits else {
         let _ = writeln!(
             out,
             "@group(0) @binding({binding}) var<storage, read_write> d: array<u32>;"
         );
         out.push_str("fn store_d(byte: u32, v: f32) { d[byte >> 2u] = bitcast<u32>(v); }\n");
-    }
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "@group(0) @binding({binding}) var<storage, read_write> d: array<atomic<u32>>;"
+    );
+    let _ = write!(
+        out,
+        "fn store_d(byte: u32, v: f32) {{\n\
+         \x20   let u = bitcast<u32>(v);\n\
+         \x20   let shift = (byte & 2u) * 8u;\n\
+         \x20   let bits = ({half_bits}) << shift;\n\
+         \x20   atomicAnd(&d[byte >> 2u], ~(0xffffu << shift));\n\
+         \x20   atomicOr(&d[byte >> 2u], bits);\n}}\n"
+    );
 }
 
 /// Binding names of a kernel's sources (`d` is the destination); `Params`

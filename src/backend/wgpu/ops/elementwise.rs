@@ -12,7 +12,7 @@ const UNARY: &[&str] = &[include_str!("../../../../wgsl/unary.wgsl")];
 const BINARY: &[&str] = &[include_str!("../../../../wgsl/binary.wgsl")];
 
 fn is_float(t: DType) -> bool {
-    matches!(t, DType::F32 | DType::F16)
+    matches!(t, DType::F32 | DType::F16 | DType::BF16)
 }
 
 pub fn supports_binary(graph: &Graph, id: TensorId) -> bool {
