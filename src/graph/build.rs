@@ -27,6 +27,23 @@ fn elementwise_type(g: &Graph, id: TensorId, op: &str) -> Result<DType> {
     }
 }
 
+/// Checks that `a` can be copied into a tensor of type `to`: between the
+/// elementwise types, between tensors of one block type, or from a block
+/// type to f32 (quantizing copies are not supported).
+fn copy_types(g: &Graph, a: TensorId, to: DType) -> Result<()> {
+    let from = g.layout(a).dtype;
+    let elementwise = |t: DType| matches!(t, DType::F32 | DType::F16 | DType::BF16);
+    let blocks = from.is_quantized() && (to == from || to == DType::F32);
+    if (elementwise(from) && elementwise(to)) || blocks {
+        return Ok(());
+    }
+    Err(Error::shape(format!(
+        "cpy: '{}' from {from} to {to} is not supported (f32, f16 and bf16 convert; \
+         a quantized tensor copies to its own type or to f32)",
+        g.node(a).name
+    )))
+}
+
 fn expect_type(g: &Graph, id: TensorId, want: DType, op: &str) -> Result<()> {
     let t = g.layout(id).dtype;
     if t != want {
@@ -139,11 +156,12 @@ impl Graph {
         self.permute(a, [1, 0, 2, 3])
     }
 
-    /// Copies `a` into `b`'s bytes (converting between f32, f16 and bf16); the result is `b` after the copy.
+    /// Copies `a` into `b`'s bytes (converting between f32, f16 and bf16,
+    /// moving blocks between tensors of one quantized type, or
+    /// dequantizing to f32); the result is `b` after the copy.
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.check_ids(&[a, b])?;
-        elementwise_type(self, a, "cpy")?;
-        elementwise_type(self, b, "cpy")?;
+        copy_types(self, a, self.layout(b).dtype)?;
         let (la, lb) = (*self.layout(a), *self.layout(b));
         if la.n_elements() != lb.n_elements() {
             return Err(Error::shape(format!(
@@ -243,10 +261,7 @@ impl Graph {
     /// `a` converted to `dtype` in a new contiguous tensor.
     pub fn cast(&mut self, a: TensorId, dtype: DType) -> Result<TensorId> {
         self.check_ids(&[a])?;
-        elementwise_type(self, a, "cast")?;
-        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-            return Err(Error::shape(format!("cast: to {dtype} is not supported")));
-        }
+        copy_types(self, a, dtype)?;
         let ne = self.layout(a).ne;
         self.op_node(Op::Cpy, vec![a], dtype, ne)
     }
@@ -558,5 +573,31 @@ mod tests {
         assert!(g.top_k(x, usize::MAX, TOP_K_CHUNK, false).is_err());
         assert!(g.top_k(x, 32, 64, false).is_ok());
         assert!(g.top_k(x, 33, 64, false).is_err());
+    }
+
+    /// Copies convert between the float types, move blocks between tensors
+    /// of one quantized type and dequantize to f32; quantizing and other
+    /// conversions are errors that name both types.
+    #[test]
+    fn copy_types() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[64, 2]).unwrap();
+        let q = g.input("q", DType::Q4_0, &[64, 2]).unwrap();
+        for to in [DType::F16, DType::BF16, DType::F32] {
+            assert!(g.cast(x, to).is_ok(), "f32 to {to}");
+        }
+        assert!(g.cont(q).is_ok());
+        assert!(g.cast(q, DType::F32).is_ok());
+        let t = g.permute(q, [0, 2, 1, 3]).unwrap();
+        assert!(g.cont(t).is_ok());
+        for (a, to) in [
+            (x, DType::Q4_0),
+            (q, DType::F16),
+            (q, DType::Q8_0),
+            (x, DType::I32),
+        ] {
+            let e = g.cast(a, to).unwrap_err().to_string();
+            assert!(e.contains(&format!("to {to} is not supported")), "{e}");
+        }
     }
 }

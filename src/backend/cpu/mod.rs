@@ -184,6 +184,9 @@ impl CpuBackend {
         if node.op == Op::SetRows {
             return self.set_rows(graph, id);
         }
+        if node.op == Op::Cpy && node.layout.dtype.is_quantized() {
+            return self.copy_blocks(graph, id);
+        }
         let dst = graph.data(id)?;
         let settings = ops::Settings {
             threads: self.threads(),
@@ -198,6 +201,18 @@ impl CpuBackend {
             dst.offset,
             &values,
         )
+    }
+
+    /// A copy between tensors of one block type: the blocks move whole, in
+    /// logical order, as ggml copies them, so nothing is requantized.
+    fn copy_blocks(&self, graph: &Graph, id: TensorId) -> Result<()> {
+        let layout = graph.node(id).layout;
+        let blocks = self.with_sources(graph, id, |srcs| srcs[0].blocks_in_order())?;
+        let dst = graph.data(id)?;
+        let buf = cpu_buffer(&dst.buffer)?;
+        let mut words = buf.words.write().map_err(|_| lock_error())?;
+        let bytes = &mut bytemuck::cast_slice_mut(&mut words)[..buf.size];
+        strided::store_blocks(&layout, bytes, dst.offset, &blocks)
     }
 
     /// [`Op::SetRows`]: writes only the indexed rows, so the rest of the

@@ -118,6 +118,23 @@ impl<'a> Src<'a> {
         }
     }
 
+    /// The blocks of a quantized tensor in logical order, as bytes.
+    pub fn blocks_in_order(&self) -> Result<Vec<u8>> {
+        let [_, n1, n2, n3] = self.ne();
+        let mut out = Vec::with_capacity(n1 * n2 * n3 * self.layout.row_bytes());
+        for i3 in 0..n3 {
+            for i2 in 0..n2 {
+                for i1 in 0..n1 {
+                    let row = self.row_bytes(i1, i2, i3).ok_or_else(|| {
+                        Error::shape(format!("{} rows are not dense", self.layout.dtype))
+                    })?;
+                    out.extend_from_slice(row);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// All elements as f32, in logical order (dimension 0 fastest).
     pub fn to_f32(&self) -> Result<Vec<f32>> {
         let [n0, n1, n2, n3] = self.ne();
@@ -190,6 +207,37 @@ pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) 
         let base = layout.offset_of(i);
         for (i0, &v) in next.by_ref().take(n0).enumerate() {
             write(base + i0 * layout.nb[0], v);
+        }
+    });
+    Ok(())
+}
+
+/// Stores `blocks` (a quantized tensor's blocks in logical order, as
+/// [`Src::blocks_in_order`] gives them) into `layout` at `offset`.
+pub fn store_blocks(
+    layout: &Layout,
+    buffer: &mut [u8],
+    offset: usize,
+    blocks: &[u8],
+) -> Result<()> {
+    let row = layout.row_bytes();
+    let rows = layout.ne[1] * layout.ne[2] * layout.ne[3];
+    let fits = offset
+        .checked_add(layout.span_bytes())
+        .is_some_and(|end| end <= buffer.len());
+    if !fits || !layout.rows_contiguous() || blocks.len() != rows * row {
+        return Err(Error::shape(format!(
+            "{} bytes of blocks do not fit a {:?} {} tensor at offset {offset}",
+            blocks.len(),
+            layout.ne,
+            layout.dtype
+        )));
+    }
+    let mut next = blocks.chunks_exact(row.max(1));
+    for_each_index([1, layout.ne[1], layout.ne[2], layout.ne[3]], |i| {
+        if let Some(src) = next.next() {
+            let at = offset + layout.offset_of(i);
+            buffer[at..at + row].copy_from_slice(src);
         }
     });
     Ok(())

@@ -144,8 +144,16 @@ fn source_helpers(out: &mut String, binding: usize, name: &str, t: DType) {
 
 /// The destination binding and `store_d(byte, value)`. f16 and bf16
 /// halves share a word with a neighbour another invocation may write, so
-/// they are merged with atomics.
+/// they are merged with atomics; so are blocks (`cpy_blocks.wgsl` writes
+/// them bytewise, with no `store_d`).
 fn dest_helpers(out: &mut String, binding: usize, t: DType) {
+    if t.is_quantized() {
+        let _ = writeln!(
+            out,
+            "@group(0) @binding({binding}) var<storage, read_write> d: array<atomic<u32>>;"
+        );
+        return;
+    }
     let half_bits = match t {
         DType::F16 => Some("pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu"),
         // Rounded to nearest even, NaN kept quiet: ggml's conversion. NaN
