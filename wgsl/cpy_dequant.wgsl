@@ -3,9 +3,10 @@
 // decodes one 8-value unit of a source row and stores each value at the
 // same logical index of d, which may have another shape or strides.
 
-fn put(row_start: u32, k: u32, v: f32) {
+// `at.x`: the logical index of the row's first value.
+fn put(k: u32, at: vec4<u32>, v: f32) {
     if (k < p.a.ne.x) {
-        store_d(addr(p.d, unravel(row_start + k, p.d.ne)), v);
+        store_d(addr(p.d, unravel(at.x + k, p.d.ne)), v);
     }
 }
 
@@ -21,13 +22,5 @@ fn main(ids: Ids) {
     let start = i / units * p.a.ne.x;
     let o = unravel(start, p.a.ne);
     let w = unit_w(addr(p.a, vec4<u32>(0u, o.y, o.z, o.w)), u);
-    // Constant indices keep the unit in registers.
-    put(start, x_elem(u, 0u), w[0].x);
-    put(start, x_elem(u, 1u), w[0].y);
-    put(start, x_elem(u, 2u), w[0].z);
-    put(start, x_elem(u, 3u), w[0].w);
-    put(start, x_elem(u, 4u), w[1].x);
-    put(start, x_elem(u, 5u), w[1].y);
-    put(start, x_elem(u, 6u), w[1].z);
-    put(start, x_elem(u, 7u), w[1].w);
+    put_unit(u, w, vec4<u32>(start, 0u, 0u, 0u));
 }

@@ -25,13 +25,5 @@ fn main(ids: Ids) {
     if (row >= 0 && u32(row) < p.a.ne.y) {
         w = unit_w(addr(p.a, vec4<u32>(0u, u32(row), o.z, o.w)), u);
     }
-    // Constant indices keep the unit in registers.
-    put(x_elem(u, 0u), o, w[0].x);
-    put(x_elem(u, 1u), o, w[0].y);
-    put(x_elem(u, 2u), o, w[0].z);
-    put(x_elem(u, 3u), o, w[0].w);
-    put(x_elem(u, 4u), o, w[1].x);
-    put(x_elem(u, 5u), o, w[1].y);
-    put(x_elem(u, 6u), o, w[1].z);
-    put(x_elem(u, 7u), o, w[1].w);
+    put_unit(u, w, o);
 }

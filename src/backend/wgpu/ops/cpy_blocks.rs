@@ -12,6 +12,7 @@ use crate::{DType, Result};
 const BLOCKS: &[&str] = &[include_str!("../../../../wgsl/cpy_blocks.wgsl")];
 const DEQUANT: &[&str] = &[
     include_str!("../../../../wgsl/quant.wgsl"),
+    include_str!("../../../../wgsl/put_unit.wgsl"),
     include_str!("../../../../wgsl/cpy_dequant.wgsl"),
 ];
 

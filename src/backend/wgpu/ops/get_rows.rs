@@ -11,6 +11,7 @@ use crate::{DType, Result};
 
 const BODY: &[&str] = &[
     include_str!("../../../../wgsl/quant.wgsl"),
+    include_str!("../../../../wgsl/put_unit.wgsl"),
     include_str!("../../../../wgsl/get_rows.wgsl"),
 ];
 
