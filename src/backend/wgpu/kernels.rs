@@ -147,13 +147,6 @@ fn source_helpers(out: &mut String, binding: usize, name: &str, t: DType) {
 /// they are merged with atomics; so are blocks (`cpy_blocks.wgsl` writes
 /// them bytewise, with no `store_d`).
 fn dest_helpers(out: &mut String, binding: usize, t: DType) {
-    if t.is_quantized() {
-        let _ = writeln!(
-            out,
-            "@group(0) @binding({binding}) var<storage, read_write> d: array<atomic<u32>>;"
-        );
-        return;
-    }
     let half_bits = match t {
         DType::F16 => Some("pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu"),
         // Rounded to nearest even, NaN kept quiet: ggml's conversion. NaN
@@ -164,18 +157,19 @@ fn dest_helpers(out: &mut String, binding: usize, t: DType) {
         ),
         _ => None,
     };
+    let atomic = half_bits.is_some() || t.is_quantized();
+    let word = if atomic { "atomic<u32>" } else { "u32" };
+    let _ = writeln!(
+        out,
+        "@group(0) @binding({binding}) var<storage, read_write> d: array<{word}>;"
+    );
+    if t.is_quantized() {
+        return;
+    }
     let Some(half_bits) = half_bits else {
-        let _ = writeln!(
-            out,
-            "@group(0) @binding({binding}) var<storage, read_write> d: array<u32>;"
-        );
         out.push_str("fn store_d(byte: u32, v: f32) { d[byte >> 2u] = bitcast<u32>(v); }\n");
         return;
     };
-    let _ = writeln!(
-        out,
-        "@group(0) @binding({binding}) var<storage, read_write> d: array<atomic<u32>>;"
-    );
     let _ = write!(
         out,
         "fn store_d(byte: u32, v: f32) {{\n\

@@ -3,7 +3,7 @@
 //! dequantizing copies to f32 (with mul_mat's decoders, eight values per
 //! invocation). Copies between float types are elementwise kernels.
 
-use super::decoders::defs;
+use super::decoders::{defs, units_per_row};
 use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, TensorId};
@@ -29,8 +29,7 @@ fn invocations(graph: &Graph, id: TensorId) -> Option<u32> {
     let n = if dst.dtype == src.dtype {
         dst.n_elements() / dst.dtype.block_elems()
     } else {
-        let units = src.ne[0].div_ceil(64) * 64 / 8;
-        units.checked_mul(src.ne[1] * src.ne[2] * src.ne[3])?
+        units_per_row(src.ne[0]).checked_mul(src.ne[1] * src.ne[2] * src.ne[3])?
     };
     u32::try_from(n).ok()
 }

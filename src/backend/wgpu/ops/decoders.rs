@@ -4,6 +4,13 @@
 
 use crate::DType;
 
+/// Invocations that cover every 8-value unit of a row of `k` values, for
+/// any decoder: `n_units(k)` of float rows (rounded up to 64 values), at
+/// least that of block rows (k / 8); kernels return past `n_units`.
+pub fn units_per_row(k: usize) -> usize {
+    k.div_ceil(64) * 64 / 8
+}
+
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
 /// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
 /// the units of a row of `k` values (for the tiled kernels and get_rows); `load_quad(row, q)`

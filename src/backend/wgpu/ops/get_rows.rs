@@ -3,7 +3,7 @@
 //! (`decoders.rs`, `wgsl/quant.wgsl`), eight values per invocation.
 //! Out-of-range indices give zero rows.
 
-use super::decoders::defs;
+use super::decoders::{defs, units_per_row};
 use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, TensorId};
@@ -19,7 +19,7 @@ const BODY: &[&str] = &[
 /// round up to 64 values).
 fn invocations(graph: &Graph, id: TensorId) -> Option<u32> {
     let out = graph.layout(id);
-    let units = out.ne[0].div_ceil(64) * 64 / 8;
+    let units = units_per_row(out.ne[0]);
     let rows = out.ne[1] * out.ne[2] * out.ne[3];
     u32::try_from(units.checked_mul(rows)?).ok()
 }
