@@ -196,8 +196,8 @@ llama_cpp_tests! {
     llama_cpp_mul_mat => "MUL_MAT": 889,
     llama_cpp_get_rows => "GET_ROWS": 112,
     llama_cpp_rope => "ROPE": 137,
-    llama_cpp_cpy => "CPY": 276,
-    llama_cpp_cont => "CONT": 66,
+    llama_cpp_cpy => "CPY": 282,
+    llama_cpp_cont => "CONT": 78,
 }
 
 #[test]

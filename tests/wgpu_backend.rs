@@ -360,3 +360,54 @@ fn the_device_sampler_picks_the_cpu_samplers_tokens() {
         }
     }
 }
+
+#[test]
+fn i32_copies_are_exact_and_f32_to_i32_truncates() {
+    let Some(gpu) = common::gpu() else { return };
+    let cpu = CpuBackend::new();
+    // Past 2^24 an f32 round trip would change these.
+    let ints = [16_777_217, -16_777_219, i32::MAX, i32::MIN, 123_456_789, -1];
+    let floats = [2.7f32, -2.7, 0.5, -0.5, 3e9, -3e9];
+    for backend in [&gpu as &dyn Backend, &cpu] {
+        let mut g = Graph::new();
+        let i = g.input("i", DType::I32, &[3, 2]).unwrap();
+        let f = g.input("f", DType::F32, &[3, 2]).unwrap();
+        let transposed = g.transpose(i).unwrap();
+        let moved = g.cont(transposed).unwrap();
+        let truncated = g.cast(f, DType::I32).unwrap();
+        let widened = g.cast(i, DType::F32).unwrap();
+        for out in [moved, truncated, widened] {
+            g.set_output(out).unwrap();
+        }
+        backend.allocate_graph(&mut g).unwrap();
+        backend.write_i32(&g, i, &ints).unwrap();
+        backend.write_f32(&g, f, &floats).unwrap();
+        backend.compute(&g, &g.compute_order()).unwrap();
+        let as_i32 = |bytes: Vec<u8>| -> Vec<i32> {
+            bytes
+                .chunks_exact(4)
+                .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        };
+        let name = backend.name();
+        // The transpose of [[a, b, c], [d, e, f]] is [[a, d], [b, e], [c, f]].
+        let want_moved = [ints[0], ints[3], ints[1], ints[4], ints[2], ints[5]];
+        assert_eq!(
+            as_i32(backend.read_bytes(&g, moved).unwrap()),
+            want_moved,
+            "{name}"
+        );
+        let want_truncated = [2, -2, 0, 0, i32::MAX, i32::MIN];
+        assert_eq!(
+            as_i32(backend.read_bytes(&g, truncated).unwrap()),
+            want_truncated,
+            "{name}"
+        );
+        let want_widened: Vec<f32> = ints.iter().map(|&v| v as f32).collect();
+        assert_eq!(
+            backend.read_f32(&g, widened).unwrap(),
+            want_widened,
+            "{name}"
+        );
+    }
+}

@@ -34,12 +34,18 @@ fn copy_types(g: &Graph, a: TensorId, to: DType) -> Result<()> {
     let from = g.layout(a).dtype;
     let elementwise = |t: DType| matches!(t, DType::F32 | DType::F16 | DType::BF16);
     let blocks = from.is_quantized() && (to == from || to == DType::F32);
-    if (elementwise(from) && elementwise(to)) || blocks {
+    // As ggml: i32 values copy exactly, convert to f32, and f32 truncates to i32.
+    let ints = matches!(
+        (from, to),
+        (DType::I32, DType::I32) | (DType::I32, DType::F32) | (DType::F32, DType::I32)
+    );
+    if (elementwise(from) && elementwise(to)) || blocks || ints {
         return Ok(());
     }
     Err(Error::shape(format!(
         "cpy: '{}' from {from} to {to} is not supported (f32, f16 and bf16 convert; \
-         a quantized tensor copies to its own type or to f32)",
+         i32 copies to i32 and f32, and from f32; a quantized tensor copies to its own \
+         type or to f32)",
         g.node(a).name
     )))
 }
@@ -590,11 +596,16 @@ mod tests {
         assert!(g.cast(q, DType::F32).is_ok());
         let t = g.permute(q, [0, 2, 1, 3]).unwrap();
         assert!(g.cont(t).is_ok());
+        let i = g.input("i", DType::I32, &[64, 2]).unwrap();
+        for (a, to) in [(x, DType::I32), (i, DType::F32), (i, DType::I32)] {
+            assert!(g.cast(a, to).is_ok(), "{} to {to}", g.layout(a).dtype);
+        }
         for (a, to) in [
             (x, DType::Q4_0),
             (q, DType::F16),
             (q, DType::Q8_0),
-            (x, DType::I32),
+            (q, DType::I32),
+            (i, DType::F16),
         ] {
             let e = g.cast(a, to).unwrap_err().to_string();
             assert!(e.contains(&format!("to {to} is not supported")), "{e}");

@@ -73,7 +73,13 @@ impl CaseBuilder {
     pub fn uniform(&mut self, dtype: DType, ne: &[usize], lo: f32, hi: f32) -> Result<TensorId> {
         let id = self.g.input("in", dtype, ne)?;
         let n = self.g.layout(id).n_elements();
-        self.inputs.push((id, Fill::F32(self.rng.vec(n, lo, hi))));
+        let values = self.rng.vec(n, lo, hi);
+        let fill = match dtype {
+            // Integers as large as 1e9 times the range, past f32's 2^24.
+            DType::I32 => Fill::I32(values.iter().map(|v| (v * 1e9) as i32).collect()),
+            _ => Fill::F32(values),
+        };
+        self.inputs.push((id, fill));
         Ok(id)
     }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, RwLock};
 use super::{check_range, Backend, BackendBuffer, BufferHandle, BufferUsage};
 use crate::graph::{Graph, Op, TensorId};
 use crate::tensor::Layout;
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
 
 const NAME: &str = "cpu";
 
@@ -187,6 +187,12 @@ impl CpuBackend {
         if node.op == Op::Cpy && node.layout.dtype.is_quantized() {
             return self.copy_blocks(graph, id);
         }
+        if node.op == Op::Cpy
+            && node.layout.dtype == DType::I32
+            && graph.layout(node.src[0]).dtype == DType::I32
+        {
+            return self.copy_i32(graph, id);
+        }
         let dst = graph.data(id)?;
         let settings = ops::Settings {
             threads: self.threads(),
@@ -213,6 +219,18 @@ impl CpuBackend {
         let mut words = buf.words.write().map_err(|_| lock_error())?;
         let bytes = &mut bytemuck::cast_slice_mut(&mut words)[..buf.size];
         strided::store_blocks(&layout, bytes, dst.offset, &blocks)
+    }
+
+    /// A copy between i32 tensors: the values move exactly (through f32,
+    /// those past 2^24 would round).
+    fn copy_i32(&self, graph: &Graph, id: TensorId) -> Result<()> {
+        let layout = graph.node(id).layout;
+        let values = self.with_sources(graph, id, |srcs| Ok(srcs[0].i32_in_order()))?;
+        let dst = graph.data(id)?;
+        let buf = cpu_buffer(&dst.buffer)?;
+        let mut words = buf.words.write().map_err(|_| lock_error())?;
+        let bytes = &mut bytemuck::cast_slice_mut(&mut words)[..buf.size];
+        strided::store_i32(&layout, bytes, dst.offset, &values)
     }
 
     /// [`Op::SetRows`]: writes only the indexed rows, so the rest of the

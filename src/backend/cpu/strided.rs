@@ -69,6 +69,13 @@ impl<'a> Src<'a> {
         i32::from_le_bytes(le(self.bytes, self.layout.offset_of(i)))
     }
 
+    /// All elements of an i32 tensor, in logical order.
+    pub fn i32_in_order(&self) -> Vec<i32> {
+        let mut out = Vec::with_capacity(self.layout.n_elements());
+        for_each_index(self.ne(), |i| out.push(self.i32_at(i)));
+        out
+    }
+
     /// The bytes of row `(i1, i2, i3)`; rows are dense for every type but
     /// strided f32/f16 views, which [`Src::row_f32`] handles.
     pub fn row_bytes(&self, i1: usize, i2: usize, i3: usize) -> Option<&'a [u8]> {
@@ -95,6 +102,12 @@ impl<'a> Src<'a> {
     /// Row `(i1, i2, i3)` as f32 values, dequantized if needed.
     pub fn row_f32(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) -> Result<()> {
         match self.row_bytes(i1, i2, i3) {
+            Some(bytes) if self.layout.dtype == DType::I32 => {
+                for (v, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *v = i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32;
+                }
+                Ok(())
+            }
             Some(bytes) => quant::dequantize_row(self.layout.dtype, bytes, out),
             None => {
                 // Strided f32/f16/bf16/i32 rows: one offset, then steps.
@@ -207,6 +220,29 @@ pub fn store(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[f32]) 
         let base = layout.offset_of(i);
         for (i0, &v) in next.by_ref().take(n0).enumerate() {
             write(base + i0 * layout.nb[0], v);
+        }
+    });
+    Ok(())
+}
+
+/// Stores i32 `values` (in logical order) into `layout` at `offset`.
+pub fn store_i32(layout: &Layout, buffer: &mut [u8], offset: usize, values: &[i32]) -> Result<()> {
+    let fits = offset
+        .checked_add(layout.span_bytes())
+        .is_some_and(|end| end <= buffer.len());
+    if !fits || layout.dtype != DType::I32 || values.len() != layout.n_elements() {
+        return Err(Error::shape(format!(
+            "{} i32 values do not fit a {:?} {} tensor at offset {offset}",
+            values.len(),
+            layout.ne,
+            layout.dtype
+        )));
+    }
+    let mut next = values.iter();
+    for_each_index(layout.ne, |i| {
+        if let Some(v) = next.next() {
+            let at = offset + layout.offset_of(i);
+            buffer[at..at + 4].copy_from_slice(&v.to_le_bytes());
         }
     });
     Ok(())

@@ -167,7 +167,18 @@ fn dest_helpers(out: &mut String, binding: usize, t: DType) {
         return;
     }
     let Some(half_bits) = half_bits else {
-        out.push_str("fn store_d(byte: u32, v: f32) { d[byte >> 2u] = bitcast<u32>(v); }\n");
+        // An i32 destination takes the value truncated, as ggml's f32 to
+        // i32 copy does, and saturated as the CPU backend's is (WGSL's
+        // conversion stops at the largest f32 below 2^31).
+        let word = if t == DType::I32 {
+            "bitcast<u32>(select(i32(v), 2147483647i, v >= 2147483648.0))"
+        } else {
+            "bitcast<u32>(v)"
+        };
+        let _ = writeln!(
+            out,
+            "fn store_d(byte: u32, v: f32) {{ d[byte >> 2u] = {word}; }}"
+        );
         return;
     };
     let _ = write!(

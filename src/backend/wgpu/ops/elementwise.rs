@@ -21,8 +21,18 @@ pub fn supports_binary(graph: &Graph, id: TensorId) -> bool {
 }
 
 pub fn supports_unary(graph: &Graph, id: TensorId) -> bool {
-    supports_binary(graph, id)
+    let node = graph.node(id);
+    let ints = (graph.layout(node.src[0]).dtype, node.layout.dtype);
+    let int_copy = matches!(
+        ints,
+        (DType::I32, DType::I32) | (DType::I32, DType::F32) | (DType::F32, DType::I32)
+    );
+    supports_binary(graph, id) || (node.op == Op::Cpy && int_copy)
 }
+
+/// i32 to i32 copies move the words as they are (an f32 round trip would
+/// round values past 2^24).
+const WORDS: &[&str] = &[include_str!("../../../../wgsl/cpy_words.wgsl")];
 
 /// The unary function of each op (its name and WGSL), and its parameter,
 /// which the kernel reads as `p.x.x`; `None` for ops that are not unary.
@@ -115,6 +125,11 @@ fn dispatch(
 }
 
 pub fn encode_unary(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    let src = enc.src(0);
+    let ints = (enc.graph.layout(src).dtype, enc.graph.layout(enc.id).dtype);
+    if enc.op() == Op::Cpy && ints == (DType::I32, DType::I32) {
+        return dispatch(enc, "cpy_words", &[src], WORDS, "", 0);
+    }
     let (name, defs, param) = unary_defs(enc.op()).ok_or_else(|| {
         enc.device
             .error(format!("{} is not a unary op", enc.op().name()))
