@@ -87,8 +87,10 @@ fn encode_blocks(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]
     }
 }
 
-/// One block of a [`Q8Row`], its fields together.
+/// One block of a [`Q8Row`], its fields together. Only the AVX2 loops
+/// read them, so other targets would warn that nothing does.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 struct Q8Block {
     q: [i8; BLOCK],
     d: f32,
