@@ -68,22 +68,9 @@ pub fn encode_rows(
     src: TensorId,
     weight: Option<TensorId>,
 ) -> Result<Vec<Dispatch>> {
-    let (names, defs, eps) = match op {
-        Op::RmsNorm { eps } => (
-            [
-                "rms_norm",
-                "rms_norm_mul",
-                "rms_norm_dense",
-                "rms_norm_mul_dense",
-            ],
-            "const CENTER: bool = false;\n",
-            eps,
-        ),
-        Op::Norm { eps } => (
-            ["norm", "norm_mul", "norm_dense", "norm_mul_dense"],
-            "const CENTER: bool = true;\n",
-            eps,
-        ),
+    let (op_name, defs, eps) = match op {
+        Op::RmsNorm { eps } => ("rms_norm", "const CENTER: bool = false;\n", eps),
+        Op::Norm { eps } => ("norm", "const CENTER: bool = true;\n", eps),
         other => {
             return Err(enc
                 .device
@@ -96,35 +83,26 @@ pub fn encode_rows(
             .next_power_of_two()
             .clamp(32, 1024),
     );
-    let fits = n as usize <= 4 * DENSE_QUADS * dense_wg as usize;
-    let (name, body, wg) = if fits && dense(enc.graph, src, enc.id, weight) {
-        let body = match weight {
-            Some(_) => DENSE_WEIGHTED,
-            None => DENSE_UNWEIGHTED,
-        };
-        let name = if weight.is_some() { names[3] } else { names[2] };
-        (name, body, dense_wg)
+    let is_dense =
+        n as usize <= 4 * DENSE_QUADS * dense_wg as usize && dense(enc.graph, src, enc.id, weight);
+    // Kernel names and bodies by [dense][weighted].
+    let names = [["", "_mul"], ["_dense", "_mul_dense"]];
+    let bodies = [[UNWEIGHTED, WEIGHTED], [DENSE_UNWEIGHTED, DENSE_WEIGHTED]];
+    let (d, w) = (usize::from(is_dense), usize::from(weight.is_some()));
+    let name = format!("{op_name}{}", names[d][w]);
+    let wg = if is_dense {
+        dense_wg
     } else {
-        let body = match weight {
-            Some(_) => WEIGHTED,
-            None => UNWEIGHTED,
-        };
-        let name = if weight.is_some() { names[1] } else { names[0] };
         // Up to four elements per invocation: a decode step's few rows
         // then take one pass of loads, not a chain of them.
-        (
-            name,
-            body,
-            n.div_ceil(4).next_power_of_two().clamp(64, 1024),
-        )
+        enc.workgroup(n.div_ceil(4).next_power_of_two().clamp(64, 1024))
     };
     let srcs: Vec<TensorId> = std::iter::once(src).chain(weight).collect();
     let (bindings, mut params) = enc.bind_all(&srcs)?;
     params.x = [eps.to_bits(), 0, 0, 0];
-    let wg = enc.workgroup(wg);
     let rows = enc.graph.layout(src).n_rows() as u32;
     Ok(vec![Dispatch {
-        key: key(enc, name, &srcs, body, defs, true, wg),
+        key: key(enc, &name, &srcs, bodies[d][w], defs, true, wg),
         bindings,
         params,
         workgroups: enc.grid(rows),
