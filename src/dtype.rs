@@ -94,6 +94,16 @@ impl DType {
         self.block_elems() > 1
     }
 
+    /// Whether a copy from f32, f16 or bf16 may quantize to this type: the
+    /// 32-value block types, which llama.cpp's GPU backends quantize to
+    /// in `cpy` (a quantized KV cache); K-quants need a row's statistics.
+    pub const fn quantizes_by_copy(self) -> bool {
+        matches!(
+            self,
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0
+        )
+    }
+
     /// ggml's type id, as stored in GGUF tensor infos.
     pub const fn ggml_id(self) -> u32 {
         match self {

@@ -28,24 +28,26 @@ fn elementwise_type(g: &Graph, id: TensorId, op: &str) -> Result<DType> {
 }
 
 /// Checks that `a` can be copied into a tensor of type `to`: between the
-/// elementwise types, between tensors of one block type, or from a block
-/// type to f32 (quantizing copies are not supported).
+/// elementwise types, between tensors of one block type, from a block
+/// type to f32, or from an elementwise type to a 32-value block type.
 fn copy_types(g: &Graph, a: TensorId, to: DType) -> Result<()> {
     let from = g.layout(a).dtype;
     let elementwise = |t: DType| matches!(t, DType::F32 | DType::F16 | DType::BF16);
     let blocks = from.is_quantized() && (to == from || to == DType::F32);
+    // As llama.cpp's GPU backends: floats quantize to the 32-value block types.
+    let quantizing = elementwise(from) && to.quantizes_by_copy();
     // As ggml: i32 values copy exactly, convert to f32, and f32 truncates to i32.
     let ints = matches!(
         (from, to),
         (DType::I32, DType::I32) | (DType::I32, DType::F32) | (DType::F32, DType::I32)
     );
-    if (elementwise(from) && elementwise(to)) || blocks || ints {
+    if (elementwise(from) && elementwise(to)) || blocks || quantizing || ints {
         return Ok(());
     }
     Err(Error::shape(format!(
-        "cpy: '{}' from {from} to {to} is not supported (f32, f16 and bf16 convert; \
-         i32 copies to i32 and f32, and from f32; a quantized tensor copies to its own \
-         type or to f32)",
+        "cpy: '{}' from {from} to {to} is not supported (f32, f16 and bf16 convert, and \
+         quantize to q4_0, q4_1, q5_0, q5_1 and q8_0; i32 copies to i32 and f32, and from \
+         f32; a quantized tensor copies to its own type or to f32)",
         g.node(a).name
     )))
 }
@@ -163,8 +165,10 @@ impl Graph {
     }
 
     /// Copies `a` into `b`'s bytes (converting between f32, f16 and bf16,
-    /// moving blocks between tensors of one quantized type, or
-    /// dequantizing to f32); the result is `b` after the copy.
+    /// moving blocks between tensors of one quantized type, dequantizing to
+    /// f32, or quantizing floats to q4_0, q4_1, q5_0, q5_1 or q8_0, as the
+    /// CPU reference's `quant::quantize_row` does); the result is `b` after
+    /// the copy.
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.check_ids(&[a, b])?;
         copy_types(self, a, self.layout(b).dtype)?;
@@ -582,8 +586,9 @@ mod tests {
     }
 
     /// Copies convert between the float types, move blocks between tensors
-    /// of one quantized type and dequantize to f32; quantizing and other
-    /// conversions are errors that name both types.
+    /// of one quantized type, dequantize to f32 and quantize floats to the
+    /// 32-value block types; other conversions are errors that name both
+    /// types.
     #[test]
     fn copy_types() {
         let mut g = Graph::new();
@@ -596,12 +601,23 @@ mod tests {
         assert!(g.cast(q, DType::F32).is_ok());
         let t = g.permute(q, [0, 2, 1, 3]).unwrap();
         assert!(g.cont(t).is_ok());
+        for to in [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q5_1,
+            DType::Q8_0,
+        ] {
+            assert!(g.cast(x, to).is_ok(), "f32 to {to}");
+        }
         let i = g.input("i", DType::I32, &[64, 2]).unwrap();
         for (a, to) in [(x, DType::I32), (i, DType::F32), (i, DType::I32)] {
             assert!(g.cast(a, to).is_ok(), "{} to {to}", g.layout(a).dtype);
         }
+        let k = g.input("k", DType::F32, &[256, 2]).unwrap();
         for (a, to) in [
-            (x, DType::Q4_0),
+            (k, DType::Q4K),
+            (i, DType::Q8_0),
             (q, DType::F16),
             (q, DType::Q8_0),
             (q, DType::I32),

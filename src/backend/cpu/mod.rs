@@ -209,11 +209,23 @@ impl CpuBackend {
         )
     }
 
-    /// A copy between tensors of one block type: the blocks move whole, in
-    /// logical order, as ggml copies them, so nothing is requantized.
+    /// A copy into a quantized tensor. From one of the same block type the
+    /// blocks move whole, in logical order, as ggml copies them, so nothing
+    /// is requantized; from floats, each destination row's values (in
+    /// logical order) are quantized as [`crate::quant::quantize_row`] does.
     fn copy_blocks(&self, graph: &Graph, id: TensorId) -> Result<()> {
         let layout = graph.node(id).layout;
-        let blocks = self.with_sources(graph, id, |srcs| srcs[0].blocks_in_order())?;
+        let blocks = self.with_sources(graph, id, |srcs| {
+            if srcs[0].layout.dtype == layout.dtype {
+                return srcs[0].blocks_in_order();
+            }
+            let values = srcs[0].to_f32()?;
+            let mut blocks = Vec::with_capacity(layout.n_rows() * layout.row_bytes());
+            for row in values.chunks_exact(layout.ne[0].max(1)) {
+                blocks.extend(crate::quant::quantize_row(layout.dtype, row)?);
+            }
+            Ok(blocks)
+        })?;
         let dst = graph.data(id)?;
         let buf = cpu_buffer(&dst.buffer)?;
         let mut words = buf.words.write().map_err(|_| lock_error())?;

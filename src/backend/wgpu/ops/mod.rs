@@ -39,7 +39,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
     match node.op {
         Op::Input | Op::View | Op::Empty | Op::Transfer => true,
         Op::Add | Op::Mul => elementwise::supports_binary(graph, id),
-        Op::Cpy if cpy_blocks::reads_blocks(graph, id) => cpy_blocks::supports(graph, id),
+        Op::Cpy if cpy_blocks::moves_blocks(graph, id) => cpy_blocks::supports(graph, id),
         Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
             elementwise::supports_unary(graph, id)
         }
@@ -170,7 +170,7 @@ pub fn encode(
     match node.op {
         Op::Input | Op::View | Op::Empty | Op::Transfer => Ok(vec![]),
         Op::Add | Op::Mul => elementwise::encode_binary(&enc),
-        Op::Cpy if cpy_blocks::reads_blocks(graph, id) => cpy_blocks::encode(&enc),
+        Op::Cpy if cpy_blocks::moves_blocks(graph, id) => cpy_blocks::encode(&enc),
         Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
             elementwise::encode_unary(&enc)
         }
