@@ -106,6 +106,41 @@ fn cpy(
     Ok(())
 }
 
+/// A quantizing copy of six rows that probe its rounding, compared
+/// exactly: zeros, a constant, codes that fall exactly halfway (the scale
+/// comes out 1, so each value's code ends in .5 and goes away from zero,
+/// as the reference's `f32::round`, where WGSL's `round` would go to
+/// even), mixed signs, magnitudes near f16's largest, and values so small
+/// that the scale rounds to zero in f16.
+fn quantizing_cpy_edges(cases: &mut Vec<Case>, dst: DType) -> Result<()> {
+    // Each type's code range, whose ends make the scale 1.
+    let (lo, hi) = match dst {
+        DType::Q4_0 => (-8.0, 7.0),
+        DType::Q5_0 => (-16.0, 15.0),
+        DType::Q8_0 => (-127.0, 127.0),
+        DType::Q4_1 => (0.0, 15.0),
+        _ => (0.0, 31.0),
+    };
+    let span = hi - lo;
+    let step = (span / 30.0f32).floor().max(1.0);
+    let mut halves = vec![lo, hi];
+    halves.extend((0..30).map(|j| lo + 0.5 + (j as f32 * step) % span));
+    let mut values = vec![0.0; 32];
+    values.extend([2.5; 32]);
+    values.extend(&halves);
+    values.extend((0..32).map(|j| (j as f32 - 15.5) * 0.37));
+    values.extend((0..32).map(|j| 60000.0 - 1000.0 * j as f32));
+    values.extend((0..32).map(|j| 1e-9 * (j as f32 - 16.0)));
+    let mut b = CaseBuilder::new(cases.len() as u64 + 500);
+    let src = b.g.input("in", DType::F32, &[32, 6])?;
+    b.push_f32(src, values);
+    let target = b.uniform(dst, &[32, 6], -1.0, 1.0)?;
+    b.g.cpy(src, target)?;
+    let name = format!("CPY(type_src=f32,type_dst={dst},rounding edges)");
+    cases.push(b.case("cpy", name, target, 0.0));
+    Ok(())
+}
+
 fn cont(cases: &mut Vec<Case>, t: DType, ne: [usize; 4], perm: [usize; 4]) -> Result<()> {
     let mut b = CaseBuilder::new(cases.len() as u64 + 400);
     let stored = b.uniform(t, &ne, -1.0, 1.0)?;
@@ -174,6 +209,17 @@ pub fn cases() -> Result<Vec<Case>> {
         cpy(&mut cases, src, dst, [256, 2, 3, 4], IDENTITY, [0, 2, 1, 3])?;
         cpy(&mut cases, src, dst, [3, 2, 3, 4], [1, 0, 2, 3], IDENTITY)?;
         cpy(&mut cases, src, dst, [32, 3, 5, 7], [0, 3, 1, 2], IDENTITY)?;
+    }
+    for dst in DType::ALL.into_iter().filter(|t| t.quantizes_by_copy()) {
+        cpy(
+            &mut cases,
+            DType::F32,
+            dst,
+            [64, 3, 2, 1],
+            [0, 2, 1, 3],
+            IDENTITY,
+        )?;
+        quantizing_cpy_edges(&mut cases, dst)?;
     }
     for t in [DType::F32, DType::F16] {
         for (ne, perm) in [
