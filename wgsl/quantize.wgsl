@@ -78,64 +78,46 @@ fn set_high_bits(out: ptr<function, BlockWords>, at: u32, c: ptr<function, array
     }
 }
 
-// q4_0: d = largest magnitude / -8, codes x / d + 8. 18 bytes.
-fn quantize_q4_0(v: ptr<function, Values>, out: ptr<function, BlockWords>) -> u32 {
-    let d = half_bits(max_magnitude(v) / -8.0);
+// The q5 types' fifth bits (four bytes at `at`, before the nibbles), when
+// the codes reach past 15; the nibbles. Returns the block's size.
+fn set_codes(out: ptr<function, BlockWords>, at: u32, c: ptr<function, array<u32, 32>>, top: f32) -> u32 {
+    var nibbles = at;
+    if (top > 15.0) {
+        set_high_bits(out, at, c);
+        nibbles += 4u;
+    }
+    set_nibbles(out, nibbles, c);
+    return nibbles + 16u;
+}
+
+// q4_0 (half 8) and q5_0 (half 16): the largest magnitude gets code 0,
+// d = that value / -half, codes x / d + half; d, [fifth bits,] nibbles.
+fn quantize_centered(v: ptr<function, Values>, out: ptr<function, BlockWords>, half: f32) -> u32 {
+    let d = half_bits(max_magnitude(v) / -half);
     let id = inverse(half_value(d));
     var c: array<u32, 32>;
     for (var j = 0u; j < 32u; j++) {
-        c[j] = code((*v)[j] * id + 8.0, 15.0);
+        c[j] = code((*v)[j] * id + half, 2.0 * half - 1.0);
     }
     set_half(out, 0u, d);
-    set_nibbles(out, 2u, &c);
-    return 18u;
+    return set_codes(out, 2u, &c, 2.0 * half - 1.0);
 }
 
-// q4_1: d = (max - min) / 15, m = min, codes (x - m) / d. 20 bytes.
-fn quantize_q4_1(v: ptr<function, Values>, out: ptr<function, BlockWords>) -> u32 {
+// q4_1 (top 15) and q5_1 (top 31): codes 0..top span [min, max],
+// d = (max - min) / top, m = min, codes (x - m) / d; d, m, [fifth bits,]
+// nibbles.
+fn quantize_affine(v: ptr<function, Values>, out: ptr<function, BlockWords>, top: f32) -> u32 {
     let mm = min_max(v);
-    let d = half_bits((mm.y - mm.x) / 15.0);
+    let d = half_bits((mm.y - mm.x) / top);
     let m = half_bits(mm.x);
     let id = inverse(half_value(d));
     var c: array<u32, 32>;
     for (var j = 0u; j < 32u; j++) {
-        c[j] = code(((*v)[j] - half_value(m)) * id, 15.0);
+        c[j] = code(((*v)[j] - half_value(m)) * id, top);
     }
     set_half(out, 0u, d);
     set_half(out, 2u, m);
-    set_nibbles(out, 4u, &c);
-    return 20u;
-}
-
-// q5_0: d = largest magnitude / -16, codes x / d + 16. 22 bytes.
-fn quantize_q5_0(v: ptr<function, Values>, out: ptr<function, BlockWords>) -> u32 {
-    let d = half_bits(max_magnitude(v) / -16.0);
-    let id = inverse(half_value(d));
-    var c: array<u32, 32>;
-    for (var j = 0u; j < 32u; j++) {
-        c[j] = code((*v)[j] * id + 16.0, 31.0);
-    }
-    set_half(out, 0u, d);
-    set_high_bits(out, 2u, &c);
-    set_nibbles(out, 6u, &c);
-    return 22u;
-}
-
-// q5_1: d = (max - min) / 31, m = min, codes (x - m) / d. 24 bytes.
-fn quantize_q5_1(v: ptr<function, Values>, out: ptr<function, BlockWords>) -> u32 {
-    let mm = min_max(v);
-    let d = half_bits((mm.y - mm.x) / 31.0);
-    let m = half_bits(mm.x);
-    let id = inverse(half_value(d));
-    var c: array<u32, 32>;
-    for (var j = 0u; j < 32u; j++) {
-        c[j] = code(((*v)[j] - half_value(m)) * id, 31.0);
-    }
-    set_half(out, 0u, d);
-    set_half(out, 2u, m);
-    set_high_bits(out, 4u, &c);
-    set_nibbles(out, 8u, &c);
-    return 24u;
+    return set_codes(out, 4u, &c, top);
 }
 
 // q8_0: d = largest |x| / 127, codes x / d in -127..127. 34 bytes.

@@ -33,20 +33,20 @@ pub fn moves_blocks(graph: &Graph, id: TensorId) -> bool {
 /// The quantizer of block type `t` (quantize.wgsl), for the defs.
 fn quantizer(t: DType) -> Option<&'static str> {
     macro_rules! quantizer {
-        ($f:literal) => {
+        ($call:literal) => {
             concat!(
                 "fn quantize_block(v: ptr<function, Values>, out: ptr<function, BlockWords>) -> u32 { return ",
-                $f,
-                "(v, out); }\n"
+                $call,
+                "; }\n"
             )
         };
     }
     Some(match t {
-        DType::Q4_0 => quantizer!("quantize_q4_0"),
-        DType::Q4_1 => quantizer!("quantize_q4_1"),
-        DType::Q5_0 => quantizer!("quantize_q5_0"),
-        DType::Q5_1 => quantizer!("quantize_q5_1"),
-        DType::Q8_0 => quantizer!("quantize_q8_0"),
+        DType::Q4_0 => quantizer!("quantize_centered(v, out, 8.0)"),
+        DType::Q4_1 => quantizer!("quantize_affine(v, out, 15.0)"),
+        DType::Q5_0 => quantizer!("quantize_centered(v, out, 16.0)"),
+        DType::Q5_1 => quantizer!("quantize_affine(v, out, 31.0)"),
+        DType::Q8_0 => quantizer!("quantize_q8_0(v, out)"),
         _ => return None,
     })
 }
