@@ -14,11 +14,6 @@ fn set_half(out: ptr<function, BlockWords>, k: u32, bits: u32) {
     set_byte(out, k + 1u, bits >> 8u);
 }
 
-// f16 bits of x (round to nearest even), and their value.
-fn half_bits(x: f32) -> u32 {
-    return pack2x16float(vec2<f32>(x, 0.0)) & 0xffffu;
-}
-
 fn half_value(bits: u32) -> f32 {
     return unpack2x16float(bits).x;
 }
@@ -93,7 +88,7 @@ fn set_codes(out: ptr<function, BlockWords>, at: u32, c: ptr<function, array<u32
 // q4_0 (half 8) and q5_0 (half 16): the largest magnitude gets code 0,
 // d = that value / -half, codes x / d + half; d, [fifth bits,] nibbles.
 fn quantize_centered(v: ptr<function, Values>, out: ptr<function, BlockWords>, half: f32) -> u32 {
-    let d = half_bits(max_magnitude(v) / -half);
+    let d = f16_bits(max_magnitude(v) / -half);
     let id = inverse(half_value(d));
     var c: array<u32, 32>;
     for (var j = 0u; j < 32u; j++) {
@@ -108,8 +103,8 @@ fn quantize_centered(v: ptr<function, Values>, out: ptr<function, BlockWords>, h
 // nibbles.
 fn quantize_affine(v: ptr<function, Values>, out: ptr<function, BlockWords>, top: f32) -> u32 {
     let mm = min_max(v);
-    let d = half_bits((mm.y - mm.x) / top);
-    let m = half_bits(mm.x);
+    let d = f16_bits((mm.y - mm.x) / top);
+    let m = f16_bits(mm.x);
     let id = inverse(half_value(d));
     var c: array<u32, 32>;
     for (var j = 0u; j < 32u; j++) {
@@ -126,7 +121,7 @@ fn quantize_q8_0(v: ptr<function, Values>, out: ptr<function, BlockWords>) -> u3
     for (var j = 0u; j < 32u; j++) {
         amax = max(amax, abs((*v)[j]));
     }
-    let d = half_bits(amax / 127.0);
+    let d = f16_bits(amax / 127.0);
     let id = inverse(half_value(d));
     set_half(out, 0u, d);
     for (var j = 0u; j < 32u; j++) {

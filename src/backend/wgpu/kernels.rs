@@ -148,7 +148,7 @@ fn source_helpers(out: &mut String, binding: usize, name: &str, t: DType) {
 /// them bytewise, with no `store_d`).
 fn dest_helpers(out: &mut String, binding: usize, t: DType) {
     let half_bits = match t {
-        DType::F16 => Some("pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu"),
+        DType::F16 => Some("f16_bits(v)"),
         // Rounded to nearest even, NaN kept quiet: ggml's conversion. NaN
         // is found from the bits (a compiler may fold `v != v` away).
         DType::BF16 => Some(

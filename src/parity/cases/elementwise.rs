@@ -141,6 +141,47 @@ fn quantizing_cpy_edges(cases: &mut Vec<Case>, dst: DType) -> Result<()> {
     Ok(())
 }
 
+/// f32 to f16 of values that probe the rounding, compared exactly: ties
+/// to even either way, the largest finite values, subnormals and their
+/// ties, signs (a driver's own conversion may truncate instead).
+fn f16_rounding_edges(cases: &mut Vec<Case>) -> Result<()> {
+    let tie = 1.0 / 2048.0; // half an f16 step at 1.0
+    let sub = 2f32.powi(-24); // f16's smallest subnormal
+    let mut values = vec![
+        1.0 + tie,
+        1.0 + 3.0 * tie,
+        1.0 + 0.9 * tie,
+        1.0 + 1.1 * tie,
+        -(1.0 + 3.0 * tie),
+        65504.0,
+        65519.0,
+        -65519.0,
+        0.5 * sub,
+        0.75 * sub,
+        1.5 * sub,
+        2.5 * sub,
+        -2.5 * sub,
+        1023.5 * sub,
+        1023.75 * sub,
+        2f32.powi(-14) * (1.0 + tie),
+        1e-9,
+        0.1,
+        -0.1,
+        std::f32::consts::PI,
+        0.0,
+        -0.0,
+    ];
+    values.extend((0..42).map(|j| (j as f32 - 21.0) * 0.0123));
+    let mut b = CaseBuilder::new(cases.len() as u64 + 600);
+    let src = b.g.input("in", DType::F32, &[64])?;
+    b.push_f32(src, values);
+    let target = b.uniform(DType::F16, &[64], -1.0, 1.0)?;
+    b.g.cpy(src, target)?;
+    let name = "CPY(type_src=f32,type_dst=f16,rounding edges)".to_string();
+    cases.push(b.case("cpy", name, target, 0.0));
+    Ok(())
+}
+
 fn cont(cases: &mut Vec<Case>, t: DType, ne: [usize; 4], perm: [usize; 4]) -> Result<()> {
     let mut b = CaseBuilder::new(cases.len() as u64 + 400);
     let stored = b.uniform(t, &ne, -1.0, 1.0)?;
@@ -210,6 +251,7 @@ pub fn cases() -> Result<Vec<Case>> {
         cpy(&mut cases, src, dst, [3, 2, 3, 4], [1, 0, 2, 3], IDENTITY)?;
         cpy(&mut cases, src, dst, [32, 3, 5, 7], [0, 3, 1, 2], IDENTITY)?;
     }
+    f16_rounding_edges(&mut cases)?;
     for dst in DType::ALL.into_iter().filter(|t| t.quantizes_by_copy()) {
         cpy(
             &mut cases,
