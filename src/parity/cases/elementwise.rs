@@ -131,10 +131,15 @@ fn quantizing_cpy_edges(cases: &mut Vec<Case>, dst: DType) -> Result<()> {
     values.extend((0..32).map(|j| (j as f32 - 15.5) * 0.37));
     values.extend((0..32).map(|j| 60000.0 - 1000.0 * j as f32));
     values.extend((0..32).map(|j| 1e-9 * (j as f32 - 16.0)));
+    exact_copy(cases, values, &[32, 6], dst)
+}
+
+/// A copy of the f32 `values` (shape `ne`) to `dst`, compared exactly.
+fn exact_copy(cases: &mut Vec<Case>, values: Vec<f32>, ne: &[usize], dst: DType) -> Result<()> {
     let mut b = CaseBuilder::new(cases.len() as u64 + 500);
-    let src = b.g.input("in", DType::F32, &[32, 6])?;
+    let src = b.g.input("in", DType::F32, ne)?;
     b.push_f32(src, values);
-    let target = b.uniform(dst, &[32, 6], -1.0, 1.0)?;
+    let target = b.uniform(dst, ne, -1.0, 1.0)?;
     b.g.cpy(src, target)?;
     let name = format!("CPY(type_src=f32,type_dst={dst},rounding edges)");
     cases.push(b.case("cpy", name, target, 0.0));
@@ -172,14 +177,7 @@ fn f16_rounding_edges(cases: &mut Vec<Case>) -> Result<()> {
         -0.0,
     ];
     values.extend((0..42).map(|j| (j as f32 - 21.0) * 0.0123));
-    let mut b = CaseBuilder::new(cases.len() as u64 + 600);
-    let src = b.g.input("in", DType::F32, &[64])?;
-    b.push_f32(src, values);
-    let target = b.uniform(DType::F16, &[64], -1.0, 1.0)?;
-    b.g.cpy(src, target)?;
-    let name = "CPY(type_src=f32,type_dst=f16,rounding edges)".to_string();
-    cases.push(b.case("cpy", name, target, 0.0));
-    Ok(())
+    exact_copy(cases, values, &[64], DType::F16)
 }
 
 fn cont(cases: &mut Vec<Case>, t: DType, ne: [usize; 4], perm: [usize; 4]) -> Result<()> {
