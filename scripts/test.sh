@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup-vulkan.sh
 bash scripts/fetch-model.sh
+# One build from scratch gains nothing from incremental caches (~1 GB).
+export CARGO_INCREMENTAL=0
 export NODEVICE_SELECT=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" WGINFER_REQUIRE_ADAPTER=1
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
