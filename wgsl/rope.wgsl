@@ -9,7 +9,8 @@
 // result: where d's strides put it, or (fused with set_rows) with the token
 // index i.z replaced by the cache row the token's position names; and
 // `rotated(row)`, false for rows that pass through unrotated (the V heads
-// of the fused q/k rope and K/V store).
+// of the fused q/k rope and K/V store); and `freq_factor(pair)`, what the
+// pair's angle is divided by (1 without frequency factors).
 
 fn yarn_theta(theta_extrap: f32, i0: u32) -> f32 {
     let theta_interp = bitcast<f32>(p.x.w) * theta_extrap;
@@ -52,7 +53,8 @@ fn main(ids: Ids) {
         return;
     }
     let pos = load_b(addr(p.b, vec4<u32>(r.y, 0u, 0u, 0u)));
-    let theta = yarn_theta(pos * pow(bitcast<f32>(p.x.z), -f32(i0) / f32(n_dims)), i0);
+    let theta_extrap = pos * pow(bitcast<f32>(p.x.z), -f32(i0) / f32(n_dims)) / freq_factor(k);
+    let theta = yarn_theta(theta_extrap, i0);
     let mscale = bitcast<f32>(p.y.y);
     let c = cos(theta) * mscale;
     let s = sin(theta) * mscale;

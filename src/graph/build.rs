@@ -536,6 +536,20 @@ impl Graph {
 
     /// Rotary embedding of `a` `[head_dim, heads, tokens, 1]` at i32 positions `pos` `[tokens]`.
     pub fn rope(&mut self, a: TensorId, pos: TensorId, p: RopeParams) -> Result<TensorId> {
+        self.rope_ext(a, pos, None, p)
+    }
+
+    /// [`Graph::rope`] whose pair `i` turns `factors[i]` times slower
+    /// (ggml_rope_ext's frequency factors: Llama 3's long-context scaling,
+    /// the file's `rope_freqs.weight`), `factors` a dense f32 vector of at
+    /// least `n_dims / 2` values.
+    pub fn rope_ext(
+        &mut self,
+        a: TensorId,
+        pos: TensorId,
+        factors: Option<TensorId>,
+        p: RopeParams,
+    ) -> Result<TensorId> {
         self.check_ids(&[a, pos])?;
         let t = float_type(self, a, "rope")?;
         expect_type(self, pos, DType::I32, "rope positions")?;
@@ -551,13 +565,37 @@ impl Graph {
                 p.n_dims, na[0]
             )));
         }
-        self.op_node(Op::Rope(p), vec![a, pos], t, na)
+        let mut src = vec![a, pos];
+        if let Some(f) = factors {
+            self.check_ids(&[f])?;
+            expect_type(self, f, DType::F32, "rope frequency factors")?;
+            let lf = self.layout(f);
+            if !lf.is_contiguous() || lf.n_elements() != lf.ne[0] || lf.ne[0] < p.n_dims / 2 {
+                return Err(Error::shape(format!(
+                    "rope: frequency factors {:?} for n_dims {}; a dense vector of n_dims / 2 or more expected",
+                    lf.ne, p.n_dims
+                )));
+            }
+            src.push(f);
+        }
+        self.op_node(Op::Rope(p), src, t, na)
     }
 
     /// [`Graph::rope`] written over `a` itself (ggml_rope_inplace): the
     /// result is `a`'s bytes after the rotation.
     pub fn rope_inplace(&mut self, a: TensorId, pos: TensorId, p: RopeParams) -> Result<TensorId> {
-        let id = self.rope(a, pos, p)?;
+        self.rope_ext_inplace(a, pos, None, p)
+    }
+
+    /// [`Graph::rope_ext`] written over `a` itself.
+    pub fn rope_ext_inplace(
+        &mut self,
+        a: TensorId,
+        pos: TensorId,
+        factors: Option<TensorId>,
+        p: RopeParams,
+    ) -> Result<TensorId> {
+        let id = self.rope_ext(a, pos, factors, p)?;
         let layout = *self.layout(a);
         let node = self.node_mut(id);
         node.layout = layout;
@@ -589,6 +627,29 @@ mod tests {
     /// of one quantized type, dequantize to f32 and quantize floats to the
     /// 32-value block types; other conversions are errors that name both
     /// types.
+    /// Frequency factors are a dense f32 vector of at least n_dims / 2.
+    #[test]
+    fn rope_factors_are_checked() {
+        let mut g = Graph::new();
+        let a = g.input("a", DType::F32, &[16, 2, 3]).unwrap();
+        let pos = g.input("pos", DType::I32, &[3]).unwrap();
+        let p = RopeParams::new(super::super::RopeMode::Normal, 16, 10000.0);
+        for (dtype, ne, ok) in [
+            (DType::F32, vec![8], true),
+            (DType::F32, vec![9], true),
+            (DType::F32, vec![7], false),
+            (DType::F16, vec![8], false),
+            (DType::F32, vec![8, 2], false),
+        ] {
+            let f = g.input("ff", dtype, &ne).unwrap();
+            let r = g.rope_ext(a, pos, Some(f), p);
+            assert_eq!(r.is_ok(), ok, "{dtype} {ne:?}: {r:?}");
+            if let Ok(id) = r {
+                assert_eq!(g.node(id).src, vec![a, pos, f]);
+            }
+        }
+    }
+
     #[test]
     fn copy_types() {
         let mut g = Graph::new();

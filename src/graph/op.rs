@@ -128,7 +128,9 @@ pub enum Op {
     MulMat,
     /// Rows of `src[0]` picked by the i32 indices in `src[1]`, as f32.
     GetRows,
-    /// Rotary embedding of `src[0]` at the i32 positions `src[1]` (one per dim-2 index).
+    /// Rotary embedding of `src[0]` at the i32 positions `src[1]` (one per
+    /// dim-2 index); pair `i`'s angle divided by `src[2][i]` where the
+    /// optional frequency factors `src[2]` are given.
     Rope(RopeParams),
     /// Copies `src[0]`'s elements, in order, into this node's layout, converting
     /// the type (cpy, cont and cast).

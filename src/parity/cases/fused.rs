@@ -83,7 +83,8 @@ pub fn cases() -> Result<Vec<Case>> {
             let name = format!("ROPE_CPY(type_cache={cache_type}{twice})");
             cases.push(b.case("fused", name, out, NMSE_DEFAULT));
         }
-        for cache_type in [DType::F16, DType::F32] {
+        for (cache_type, factors) in [(DType::F16, false), (DType::F32, false), (DType::F16, true)]
+        {
             // K of 3 tokens roped and stored into cache rows at their positions.
             let (head_dim, n_head, n_tokens, n_rows) = (64, 3, 3, 16);
             let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
@@ -91,13 +92,20 @@ pub fn cases() -> Result<Vec<Case>> {
             let pos = b.distinct_indices(n_tokens, n_rows)?;
             let cache = b.uniform(cache_type, &[head_dim * n_head, n_rows], -1.0, 1.0)?;
             let params = RopeParams::new(RopeMode::Neox, head_dim, 10000.0);
-            let roped = b.g.rope(k, pos, params)?;
+            let ff = match factors {
+                true => Some(b.uniform(DType::F32, &[head_dim / 2], 0.9, 1.1)?),
+                false => None,
+            };
+            let roped = b.g.rope_ext(k, pos, ff, params)?;
             let mut out = b.g.set_rows(cache, roped, pos)?;
             if read_twice {
                 let twice = b.g.set_rows(cache, roped, pos)?;
                 out = b.g.add(out, twice)?;
             }
-            let name = format!("ROPE_SET_ROWS(type_cache={cache_type}{twice})");
+            let name = format!(
+                "ROPE_SET_ROWS(type_cache={cache_type},ff={}{twice})",
+                factors as u8
+            );
             cases.push(b.case("fused", name, out, NMSE_DEFAULT));
         }
         // A norm times its weight, then a projection of the result, as the
@@ -256,12 +264,14 @@ enum KvStoreOut {
 /// gives k a second reader, which keeps the nodes apart.
 fn rope_kv_store_cases(cases: &mut Vec<Case>) -> Result<()> {
     let shapes = [
-        // (head_dim, n_dims, n_head, n_head_kv, n_tokens, mode, cache type)
-        (64, 64, 9, 3, 1, RopeMode::Neox, DType::F16),
-        (128, 64, 4, 1, 5, RopeMode::Normal, DType::F16),
-        (32, 32, 2, 2, 3, RopeMode::Neox, DType::F32),
+        // (head_dim, n_dims, n_head, n_head_kv, n_tokens, mode, cache
+        // type, frequency factors)
+        (64, 64, 9, 3, 1, RopeMode::Neox, DType::F16, false),
+        (128, 64, 4, 1, 5, RopeMode::Normal, DType::F16, false),
+        (32, 32, 2, 2, 3, RopeMode::Neox, DType::F32, false),
+        (64, 64, 4, 2, 2, RopeMode::Normal, DType::F16, true),
     ];
-    for (hd, n_dims, n_head, n_head_kv, n, mode, cache_type) in shapes {
+    for (hd, n_dims, n_head, n_head_kv, n, mode, cache_type, factors) in shapes {
         for out_kind in [KvStoreOut::Q, KvStoreOut::KCache, KvStoreOut::VCache] {
             for read_twice in [false, true] {
                 let n_ctx = 16;
@@ -287,8 +297,12 @@ fn rope_kv_store_cases(cases: &mut Vec<Case>) -> Result<()> {
                     .collect();
                 b.inputs.push((v_rows, Fill::I32(rows)));
                 let params = RopeParams::new(mode, n_dims, 10000.0);
-                b.g.rope_inplace(q, pos, params)?;
-                let k_roped = b.g.rope(k, pos, params)?;
+                let ff = match factors {
+                    true => Some(b.uniform(DType::F32, &[hd / 2], 0.9, 1.1)?),
+                    false => None,
+                };
+                b.g.rope_ext_inplace(q, pos, ff, params)?;
+                let k_roped = b.g.rope_ext(k, pos, ff, params)?;
                 let k_stored = b.g.set_rows(k_cache, k_roped, pos)?;
                 let v_flat = b.g.reshape(v_cache, &[1, n_ctx * n_kv])?;
                 let v_stored = b.g.set_rows(v_flat, v, v_rows)?;
@@ -304,7 +318,8 @@ fn rope_kv_store_cases(cases: &mut Vec<Case>) -> Result<()> {
                 };
                 let twice = if read_twice { ",read_twice" } else { "" };
                 let name = format!(
-                    "ROPE_KV_STORE(hd={hd},n_dims={n_dims},heads={n_head}/{n_head_kv},n={n},mode={mode:?},type_cache={cache_type},out={out_kind:?}{twice})"
+                    "ROPE_KV_STORE(hd={hd},n_dims={n_dims},heads={n_head}/{n_head_kv},n={n},mode={mode:?},type_cache={cache_type},ff={},out={out_kind:?}{twice})",
+                    factors as u8
                 );
                 cases.push(b.case("fused", name, out, NMSE_DEFAULT));
             }

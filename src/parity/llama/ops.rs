@@ -305,7 +305,6 @@ fn rope(s: &CaseString, mut b: CaseBuilder) -> Built {
         2 => RopeMode::Neox,
         m => return Err(Skip::Unsupported(format!("rope mode {m} (multi-section)"))),
     };
-    s.off("ff", "rope frequency factors")?;
     s.off("n_offs", "a rotated window offset")?;
     let a = match s.num::<u32>("v")? {
         0 => b.uniform(t, &ne, -1.0, 1.0)?,
@@ -327,10 +326,15 @@ fn rope(s: &CaseString, mut b: CaseBuilder) -> Built {
         n_ctx_orig: 0,
         ..RopeParams::new(mode, s.num("n_dims")?, 10000.0)
     };
+    // Frequency factors in [0.9, 1.1], one per pair of a row.
+    let ff = match s.flag("ff")? {
+        true => Some(b.uniform(DType::F32, &[ne[0] / 2], 0.9, 1.1)?),
+        false => None,
+    };
     let out = if s.flag("inplace")? {
-        b.g.rope_inplace(a, pos, p)?
+        b.g.rope_ext_inplace(a, pos, ff, p)?
     } else {
-        b.g.rope(a, pos, p)?
+        b.g.rope_ext(a, pos, ff, p)?
     };
     finish(s, b, "rope", out, NMSE_DEFAULT)
 }

@@ -53,7 +53,10 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::RmsNorm { eps } => norm::rms_norm(s(0)?, eps, threads),
         Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads, settings.quantized_dots),
         Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
-        Op::Rope(p) => rope::rope(s(0)?, s(1)?, &p, threads),
+        Op::Rope(p) => {
+            let factors = src.get(2).map(|_| s(2)).transpose()?;
+            rope::rope(s(0)?, s(1)?, factors, &p, threads)
+        }
         Op::Cpy => values_f32(s(0)?, threads),
         Op::SetRows => Err(Error::invalid("set_rows writes its rows in place")),
         Op::FlashAttn { scale } => {

@@ -19,10 +19,17 @@ fn yarn_cos_sin(p: &RopeParams, corr: [f32; 2], theta_extrap: f32, i0: usize) ->
 }
 
 /// Rotates the first `n_dims` values of each row of `a` `[d, heads, tokens, B3]`
-/// by angles `pos[token] * freq_base^(-i0 / n_dims)`; the rest pass through.
-/// Tokens are split over up to `threads` workers; a token's rotations are
-/// computed once for all its heads.
-pub fn rope(a: Src, pos: Src, p: &RopeParams, threads: usize) -> Result<Vec<f32>> {
+/// by angles `pos[token] * freq_base^(-i0 / n_dims) / factors[i0 / 2]`
+/// (factors of 1 where none are given); the rest pass through. Tokens are
+/// split over up to `threads` workers; a token's rotations are computed
+/// once for all its heads.
+pub fn rope(
+    a: Src,
+    pos: Src,
+    factors: Option<Src>,
+    p: &RopeParams,
+    threads: usize,
+) -> Result<Vec<f32>> {
     let [n0, n1, n2, _] = a.ne();
     if pos.ne()[0] < n2 {
         return Err(Error::shape(format!(
@@ -34,6 +41,10 @@ pub fn rope(a: Src, pos: Src, p: &RopeParams, threads: usize) -> Result<Vec<f32>
     if n0 == 0 || n1 == 0 {
         return Ok(out);
     }
+    let factors: Vec<f32> = match factors {
+        Some(f) => (0..p.n_dims / 2).map(|i| f.f32_at([i, 0, 0, 0])).collect(),
+        None => vec![1.0; p.n_dims / 2],
+    };
     let corr = p.yarn_corr_dims();
     let half = p.n_dims / 2;
     parallel_fill(&mut out, n0 * n1, threads, |first, part| {
@@ -44,7 +55,8 @@ pub fn rope(a: Src, pos: Src, p: &RopeParams, threads: usize) -> Result<Vec<f32>
             let position = pos.i32_at([i2, 0, 0, 0]) as f32;
             rotations.clear();
             rotations.extend((0..p.n_dims).step_by(2).map(|i0| {
-                let theta = position * p.freq_base.powf(-(i0 as f32) / p.n_dims as f32);
+                let theta =
+                    position * p.freq_base.powf(-(i0 as f32) / p.n_dims as f32) / factors[i0 / 2];
                 (i0, yarn_cos_sin(p, corr, theta, i0))
             }));
             for (i1, rotated) in token.chunks_exact_mut(n0).enumerate() {

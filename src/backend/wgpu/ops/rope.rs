@@ -1,7 +1,8 @@
 //! rope, normal and neox pairing, with YaRN: one invocation per rotated pair
 //! (plus one per value past n_dims). The YaRN corr dims and magnitude scale
 //! come from [`RopeParams`]' methods, as the reference's do, so the kernel
-//! only evaluates per-pair angles.
+//! only evaluates per-pair angles. Frequency factors, where the node has
+//! them, are one more source, read at the byte offset in `p.z.z`.
 
 use super::{key, max_binding_bytes, supports as device_supports, Device, OpEncoder};
 use crate::backend::wgpu::params::{Params, TensorParams};
@@ -25,32 +26,53 @@ const STORE_AT_POSITION: &str = "fn rotated(row: vec4<u32>) -> bool { return tru
     fn store_out(i: vec4<u32>, v: f32) { store_d(k_row_addr(i), v); }\n";
 /// The fused q/k rope and K/V store over the heads `[q | k | v]` of `a`:
 /// q rotated in place (f32), k rotated into its cache row, v copied to
-/// the V cache elements the i32 indices `c` name. p.z: the V cache's byte
-/// offset in d's binding, the indices' byte offset in c's, n_head, the V
-/// cache's element count (an index past it is skipped, as set_rows does).
-const STORE_Q_K_V: &str = "fn rotated(row: vec4<u32>) -> bool { return row.y < p.a.ne.y - (p.a.ne.y - p.z.z) / 2u; }\n\
+/// the V cache elements the i32 indices `c` name. The rows of `d` are K's
+/// (`p.d.ne.y` heads), so `a` holds `p.a.ne.y - 2 p.d.ne.y` q heads. p.z:
+/// the V cache's byte offset in d's binding, the indices' byte offset in
+/// c's, the frequency factors' offset in e's, the V cache's element count
+/// (an index past it is skipped, as set_rows does).
+const STORE_Q_K_V: &str = "fn rotated(row: vec4<u32>) -> bool { return row.y < p.a.ne.y - p.d.ne.y; }\n\
     fn store_out(i: vec4<u32>, v: f32) {\n\
-    \x20   let n_head_kv = (p.a.ne.y - p.z.z) / 2u;\n\
-    \x20   if (i.y < p.z.z) {\n\
+    \x20   let n_head_kv = p.d.ne.y;\n\
+    \x20   let n_head = p.a.ne.y - 2u * n_head_kv;\n\
+    \x20   if (i.y < n_head) {\n\
     \x20       a[addr(p.a, i) >> 2u] = bitcast<u32>(v);\n\
-    \x20   } else if (i.y < p.z.z + n_head_kv) {\n\
-    \x20       store_d(k_row_addr(i - vec4<u32>(0u, p.z.z, 0u, 0u)), v);\n\
+    \x20   } else if (i.y < n_head + n_head_kv) {\n\
+    \x20       store_d(k_row_addr(i - vec4<u32>(0u, n_head, 0u, 0u)), v);\n\
     \x20   } else {\n\
-    \x20       let channel = (i.y - p.z.z - n_head_kv) * p.a.ne.x + i.x;\n\
+    \x20       let channel = (i.y - n_head - n_head_kv) * p.a.ne.x + i.x;\n\
     \x20       let at = bitcast<i32>(c_word(p.z.y + 4u * (i.z * n_head_kv * p.a.ne.x + channel)));\n\
     \x20       if (at >= 0 && u32(at) < p.z.w) {\n\
     \x20           store_d(p.z.x + u32(at) * p.d.nb.x, v);\n\
     \x20       }\n\
     \x20   }\n}\n";
-const BODY_STRIDED: &[&str] = &[STORE_STRIDED, ROPE];
-const BODY_AT_POSITION: &[&str] = &[K_ROW_ADDR, STORE_AT_POSITION, ROPE];
-const BODY_Q_K_V: &[&str] = &[K_ROW_ADDR, STORE_Q_K_V, ROPE];
+/// `freq_factor(pair)`: 1, or the factor the third source (`c`; `e` in the
+/// fused q/k/v kernel, whose `c` holds the V indices) gives the pair.
+const NO_FACTORS: &str = "fn freq_factor(pair: u32) -> f32 { return 1.0; }\n";
+const FACTORS_C: &str = "fn freq_factor(pair: u32) -> f32 { return load_c(p.z.z + 4u * pair); }\n";
+const FACTORS_E: &str = "fn freq_factor(pair: u32) -> f32 { return load_e(p.z.z + 4u * pair); }\n";
+const BODY_STRIDED: [&[&str]; 2] = [
+    &[STORE_STRIDED, NO_FACTORS, ROPE],
+    &[STORE_STRIDED, FACTORS_C, ROPE],
+];
+const BODY_AT_POSITION: [&[&str]; 2] = [
+    &[K_ROW_ADDR, STORE_AT_POSITION, NO_FACTORS, ROPE],
+    &[K_ROW_ADDR, STORE_AT_POSITION, FACTORS_C, ROPE],
+];
+const BODY_Q_K_V: [&[&str]; 2] = [
+    &[K_ROW_ADDR, STORE_Q_K_V, NO_FACTORS, ROPE],
+    &[K_ROW_ADDR, STORE_Q_K_V, FACTORS_E, ROPE],
+];
 
 pub fn supports(graph: &Graph, id: TensorId) -> bool {
     let node = graph.node(id);
     let t = graph.layout(node.src[0]).dtype;
     matches!(t, DType::F32 | DType::F16)
         && node.layout.dtype == t
+        && node
+            .src
+            .get(2)
+            .is_none_or(|&f| graph.layout(f).dtype == DType::F32)
         && u32::try_from(graph.layout(node.src[0]).n_elements()).is_ok()
 }
 
@@ -78,7 +100,7 @@ pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
     let Op::Rope(rope) = enc.op() else {
         return Err(enc.device.error("rope encoder got another op"));
     };
-    dispatch(enc, rope, [enc.src(0), enc.src(1)], None)
+    dispatch(enc, rope, &enc.graph.node(enc.id).src, None)
 }
 
 /// Whether `set_rows` stores the rope `rope_node` by its own positions, so
@@ -109,7 +131,7 @@ pub fn encode_set_rows(enc: &OpEncoder, rope_node: TensorId) -> Result<Vec<Dispa
         ne: [hd, heads, dst.ne[1], 1],
         nb: [es, es * hd, dst.nb[1], dst.nb[1] * dst.ne[1]],
     };
-    dispatch(enc, rope, [node.src[0], node.src[1]], Some(rows))
+    dispatch(enc, rope, &node.src, Some(rows))
 }
 
 /// The rope node `rope_node` written straight into `enc`'s node, a
@@ -120,22 +142,30 @@ pub fn encode_into(enc: &OpEncoder, rope_node: TensorId) -> Result<Vec<Dispatch>
         return Err(enc.device.error("rope encoder got another op"));
     };
     let dst = Layout::contiguous(enc.graph.layout(enc.id).dtype, node.layout.ne)?;
-    dispatch(enc, rope, [node.src[0], node.src[1]], Some(dst))
+    dispatch(enc, rope, &node.src, Some(dst))
 }
 
-/// Rotates `srcs[0]` at the positions `srcs[1]` into `enc`'s node, whose
-/// bytes are addressed as `dst` when given.
+/// Rotates `srcs[0]` at the positions `srcs[1]` (with the frequency
+/// factors `srcs[2]`, if there) into `enc`'s node, whose bytes are
+/// addressed as `dst` when given.
 fn dispatch(
     enc: &OpEncoder,
     rope: RopeParams,
-    srcs: [TensorId; 2],
+    srcs: &[TensorId],
     dst: Option<Layout>,
 ) -> Result<Vec<Dispatch>> {
+    let factors = srcs.get(2).copied();
     let body = match dst {
         Some(_) if enc.graph.node(enc.id).op == Op::SetRows => BODY_AT_POSITION,
         _ => BODY_STRIDED,
-    };
-    let (bindings, mut params) = enc.bind_all(&srcs)?;
+    }[usize::from(factors.is_some())];
+    let (mut bindings, mut params) = enc.bind_all(&srcs[..2])?;
+    if let Some(f) = factors {
+        // Sources come before the destination.
+        let (binding, at) = enc.bind(f)?;
+        bindings.insert(2, binding);
+        params.z[2] = at.offset;
+    }
     if let Some(dst) = dst {
         params.d = TensorParams::new(&dst, params.d.offset as usize)
             .ok_or_else(|| enc.device.error("rope's copy is too large to address"))?;
@@ -147,7 +177,7 @@ fn dispatch(
     let items = u32::try_from(items).map_err(|_| enc.device.error("rope is too large"))?;
     let wg = enc.workgroup(256);
     Ok(vec![Dispatch {
-        key: key(enc, "rope", &srcs, body, "", false, wg),
+        key: key(enc, "rope", srcs, body, "", false, wg),
         bindings,
         params,
         workgroups: enc.grid(items.div_ceil(wg)),
@@ -183,7 +213,7 @@ pub fn kv_store_fits(dev: &Device, graph: &Graph, [q, k, set_k, set_v]: [TensorI
     let heads_fit = lq.dtype == DType::F32
         && nq.view_of == Some((q_src, 0))
         && pq == pk
-        && nk.src[1] == nq.src[1]
+        && nk.src[1..] == nq.src[1..]
         && nsk.src[0] == k
         && set_rows_fits(graph, k, set_k)
         && lq.nb[0] == f32_bytes
@@ -236,6 +266,7 @@ pub fn encode_kv_store(
     };
     let (q_src, positions) = (graph.node(q).src[0], graph.node(q).src[1]);
     let v_rows = enc.src(1);
+    let factors = graph.node(q).src.get(2).copied();
     let [hd, n_head, n, _] = graph.layout(q_src).ne;
     let n_head_kv = graph.layout(graph.node(k).src[0]).ne[1];
     let (a, mut params_a) = enc.bind(q_src)?;
@@ -243,6 +274,7 @@ pub fn encode_kv_store(
         u32::try_from(n_head + 2 * n_head_kv).map_err(|_| enc.device.error("too many heads"))?;
     let (b, params_b) = enc.bind(positions)?;
     let (c, params_c) = enc.bind(v_rows)?;
+    let factors = factors.map(|f| enc.bind(f)).transpose()?;
     let (d, params_k) = enc.bind(set_k)?;
     let (d_v, params_v) = enc.bind(enc.id)?;
     if d_v.buffer != d.buffer || d_v.offset != d.offset {
@@ -267,23 +299,30 @@ pub fn encode_kv_store(
     params.z = [
         params_v.offset,
         params_c.offset,
-        u32::try_from(n_head).map_err(|_| too_large())?,
+        factors.as_ref().map_or(0, |(_, at)| at.offset),
         u32::try_from(graph.layout(enc.id).n_elements()).map_err(|_| too_large())?,
     ];
     let items = (hd - rope.n_dims / 2) * (n_head + 2 * n_head_kv) * n;
     let items = u32::try_from(items).map_err(|_| too_large())?;
     let wg = enc.workgroup(256);
+    let mut srcs = vec![q_src, positions, v_rows];
+    let mut bindings = vec![a, b, c];
+    if let Some((e, _)) = factors {
+        srcs.extend(graph.node(q).src.get(2));
+        bindings.push(e);
+    }
+    bindings.push(d);
     Ok(vec![Dispatch {
         key: key(
             enc,
             "rope_qk_store_kv",
-            &[q_src, positions, v_rows],
-            BODY_Q_K_V,
+            &srcs,
+            BODY_Q_K_V[usize::from(srcs.len() > 3)],
             "",
             false,
             wg,
         ),
-        bindings: vec![a, b, c, d],
+        bindings,
         params,
         workgroups: enc.grid(items.div_ceil(wg)),
     }])
