@@ -866,6 +866,7 @@ fn k_quant_and_q5_models_agree_across_backends() {
         DType::Q3K,
     ] {
         let spec = SyntheticLlama {
+            arch: Default::default(),
             n_layer: 2,
             n_embd: 256,
             n_ff: 512,
@@ -918,6 +919,7 @@ fn tiny_model(test: &str) -> (std::path::PathBuf, impl Fn(usize) -> LoadOptions)
     use wginfer::model::synthetic::SyntheticLlama;
     use wginfer::DType;
     let spec = SyntheticLlama {
+        arch: Default::default(),
         n_layer: 1,
         n_embd: 64,
         n_ff: 64,

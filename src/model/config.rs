@@ -3,7 +3,7 @@
 
 use crate::gguf::Gguf;
 use crate::graph::{RopeMode, RopeParams};
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
 
 /// The model families wginfer builds graphs for, by `general.architecture`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,14 +14,25 @@ pub enum Family {
     /// six, per-head q/k norms, norms after attention and the feed-forward,
     /// embeddings scaled by `sqrt(n_embd)`, GELU-gated feed-forward.
     Gemma3,
+    /// llama.cpp's `qwen2` graph (Qwen 2 and 2.5): llama's, with neox rope
+    /// and biases on the q/k/v projections.
+    Qwen2,
+    /// llama.cpp's `qwen3` graph: llama's, with neox rope and per-head q/k
+    /// norms.
+    Qwen3,
 }
 
 /// Every family, with its `general.architecture` name.
-const FAMILIES: &[(&str, Family)] = &[("llama", Family::Llama), ("gemma3", Family::Gemma3)];
+const FAMILIES: &[(&str, Family)] = &[
+    ("llama", Family::Llama),
+    ("gemma3", Family::Gemma3),
+    ("qwen2", Family::Qwen2),
+    ("qwen3", Family::Qwen3),
+];
 
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "gemma3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "gemma3", "qwen2", "qwen3"];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
 /// `set_swa_pattern(6)`), with their own rope base.
@@ -36,6 +47,9 @@ pub enum Activation {
     /// GELU, tanh approximation (gemma).
     GeluTanh,
 }
+
+/// The tensor of rope frequency factors, shared by every layer.
+pub const ROPE_FACTORS: &str = "rope_freqs.weight";
 
 /// Default rope base when the file has none (llama.cpp's).
 const DEFAULT_FREQ_BASE: f32 = 10_000.0;
@@ -76,6 +90,10 @@ pub struct ModelConfig {
     pub rope_swa: RopeParams,
     /// Scale of the attention scores (`1 / sqrt(head_dim)`).
     pub kq_scale: f32,
+    /// Whether rope divides each pair's angle by a factor from
+    /// `rope_freqs.weight` (Llama 3.1 and later: long-context scaling baked
+    /// into the file).
+    pub rope_factors: bool,
 }
 
 impl ModelConfig {
@@ -150,16 +168,31 @@ impl ModelConfig {
         }
         let mode = match family {
             Family::Llama => RopeMode::Normal,
-            Family::Gemma3 => RopeMode::Neox,
+            Family::Gemma3 | Family::Qwen2 | Family::Qwen3 => RopeMode::Neox,
         };
         let rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
-        if g.tensor("rope_freqs.weight").is_some() {
-            return Err(Error::invalid(format!(
-                "{arch}: per-dimension rope frequency factors (rope_freqs.weight) are not supported"
-            )));
-        }
+        let rope_factors = match g.tensor(ROPE_FACTORS) {
+            None => false,
+            // llama.cpp reads them for llama only.
+            Some(_) if family != Family::Llama => {
+                return Err(Error::invalid(format!(
+                    "{arch}: rope frequency factors ({ROPE_FACTORS}) are not supported for this architecture"
+                )))
+            }
+            Some(info) => {
+                let want = [rope.n_dims / 2];
+                if info.shape() != want || info.dtype()? != DType::F32 {
+                    return Err(Error::invalid(format!(
+                        "{arch}: {ROPE_FACTORS} is {} {:?}; f32 {want:?} expected (half the rotated dims)",
+                        info.type_name(),
+                        info.shape()
+                    )));
+                }
+                true
+            }
+        };
         let n_swa = match family {
-            Family::Llama => 0,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 => 0,
             Family::Gemma3 => g.opt_usize(&key("attention.sliding_window"))?.unwrap_or(0),
         };
         let mut rope_swa = rope;
@@ -196,6 +229,7 @@ impl ModelConfig {
                 Family::Gemma3 if n_layer == 62 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
                 _ => 1.0 / (head_dim as f32).sqrt(),
             },
+            rope_factors,
         })
     }
 
@@ -215,7 +249,7 @@ impl ModelConfig {
     /// Whether queries and keys are rms-normed per head before rope
     /// (`attn_q_norm`, `attn_k_norm`).
     pub fn has_qk_norm(&self) -> bool {
-        self.family == Family::Gemma3
+        matches!(self.family, Family::Gemma3 | Family::Qwen3)
     }
 
     /// Whether the attention and feed-forward outputs are rms-normed before
@@ -227,7 +261,7 @@ impl ModelConfig {
     /// The feed-forward's gate activation.
     pub fn activation(&self) -> Activation {
         match self.family {
-            Family::Llama => Activation::Silu,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 => Activation::Silu,
             Family::Gemma3 => Activation::GeluTanh,
         }
     }
@@ -235,7 +269,7 @@ impl ModelConfig {
     /// What the token embeddings are multiplied by, if anything.
     pub fn embd_scale(&self) -> Option<f32> {
         match self.family {
-            Family::Llama => None,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 => None,
             Family::Gemma3 => Some((self.n_embd as f32).sqrt()),
         }
     }
@@ -400,6 +434,65 @@ mod tests {
         assert_eq!((llama.family, llama.n_swa), (Family::Llama, 0));
         assert!(!llama.is_swa_layer(0) && llama.embd_scale().is_none());
         assert_eq!(llama.rope.mode, RopeMode::Normal);
+    }
+
+    /// A llama-shaped file of architecture `arch` (head size 16) with one
+    /// tensor, `rope_freqs.weight` of `dtype` and `n` values.
+    fn with_rope_factors(arch: &str, dtype: DType, n: usize) -> Result<ModelConfig> {
+        let mut w = GgufWriter::new();
+        w.add("general.architecture", arch);
+        for (k, v) in [
+            ("block_count", 2u32),
+            ("embedding_length", 64),
+            ("feed_forward_length", 128),
+            ("attention.head_count", 4),
+            ("context_length", 256),
+        ] {
+            w.add(format!("{arch}.{k}"), v);
+        }
+        w.add(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-5f32)
+            .add("tokenizer.ggml.tokens", vec!["a", "b"]);
+        w.add_tensor(ROPE_FACTORS, dtype, &[n], vec![0u8; dtype.row_bytes(n)?])?;
+        let mut bytes = Vec::new();
+        w.write_to(&mut bytes)?;
+        ModelConfig::from_gguf(&Gguf::parse(&bytes)?)
+    }
+
+    #[test]
+    fn rope_factors_are_read_for_llama_only_and_checked() {
+        assert!(
+            with_rope_factors("llama", DType::F32, 8)
+                .unwrap()
+                .rope_factors
+        );
+        assert!(!ModelConfig::from_gguf(&meta(&[], "")).unwrap().rope_factors);
+        for (arch, dtype, n, says) in [
+            ("llama", DType::F32, 16, "f32 [8] expected"),
+            ("llama", DType::F16, 8, "f32 [8] expected"),
+            (
+                "qwen2",
+                DType::F32,
+                8,
+                "not supported for this architecture",
+            ),
+        ] {
+            let e = with_rope_factors(arch, dtype, n).unwrap_err().to_string();
+            assert!(e.contains(says), "{arch} {dtype} {n}: {e}");
+        }
+    }
+
+    #[test]
+    fn qwen_families_are_llama_with_neox_rope() {
+        for (arch, family, qk_norm) in [
+            ("qwen2", Family::Qwen2, false),
+            ("qwen3", Family::Qwen3, true),
+        ] {
+            let c = ModelConfig::from_gguf(&meta_of(arch, &[], "")).unwrap();
+            assert_eq!((c.family, c.rope.mode), (family, RopeMode::Neox));
+            assert_eq!(c.has_qk_norm(), qk_norm);
+            assert!(!c.has_post_norms() && c.embd_scale().is_none());
+            assert_eq!((c.activation(), c.n_swa), (Activation::Silu, 0));
+        }
     }
 
     #[test]

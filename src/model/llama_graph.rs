@@ -10,7 +10,7 @@
 //! given as inputs. So every decode step of a [`KV_PAD`]-long stretch runs
 //! the same graph, and its schedule and recorded dispatches are reused.
 
-use super::config::{Activation, ModelConfig};
+use super::config::{Activation, ModelConfig, ROPE_FACTORS};
 use super::kv_cache::KvCache;
 use super::weights::Weights;
 use crate::backend::BufferHandle;
@@ -318,22 +318,25 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
 pub fn joined_weights(c: &ModelConfig) -> Vec<Vec<String>> {
     let mut out = Vec::with_capacity(2 * c.n_layer);
     for il in 0..c.n_layer {
-        let names = |parts: &[&str]| {
+        let names = |parts: &[&str], kind: &str| {
             parts
                 .iter()
-                .map(|p| format!("blk.{il}.{p}.weight"))
+                .map(|p| format!("blk.{il}.{p}.{kind}"))
                 .collect::<Vec<_>>()
         };
-        out.push(names(&["attn_q", "attn_k", "attn_v"]));
-        out.push(names(&["ffn_gate", "ffn_up"]));
+        out.push(names(&["attn_q", "attn_k", "attn_v"], "weight"));
+        // Qwen 2's biases, added to the joined product at once.
+        out.push(names(&["attn_q", "attn_k", "attn_v"], "bias"));
+        out.push(names(&["ffn_gate", "ffn_up"], "weight"));
     }
     out
 }
 
-/// The products `W x` of layer `il`'s weights `names` (e.g. `attn_q`) with
-/// `x`: one product of the weights joined into one matrix when they are
-/// stored so, each product a view of its rows of the result (rows `[m, n]`,
-/// strided by the joined row); else one product each (see [`products`]).
+/// The products `W x (+ b)` of layer `il`'s weights `names` (e.g.
+/// `attn_q`) with `x`, plus each weight's bias where the file has one: one
+/// product of the weights joined into one matrix when they are stored so,
+/// each product a view of its rows of the result (rows `[m, n]`, strided by
+/// the joined row); else one product each (see [`products`]).
 fn project<const N: usize>(
     g: &mut Graph,
     w: &Weights,
@@ -344,14 +347,25 @@ fn project<const N: usize>(
 ) -> Result<[TensorId; N]> {
     let full = names.map(|n| format!("blk.{il}.{n}.weight"));
     let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+    let biases = names.map(|n| format!("blk.{il}.{n}.bias"));
+    let bias_refs: Vec<&str> = biases.iter().map(String::as_str).collect();
     let joined = match N {
         1 => None,
         _ => w.joined_input(g, &refs)?,
     };
-    let out = match joined {
+    let mut biased = false;
+    let mut out = match joined {
         None => products(g, w, &full, x, home)?,
         Some(joined) => {
-            let all = g.mul_mat(joined, x)?;
+            let mut all = g.mul_mat(joined, x)?;
+            // The biases in one add where they too are stored together,
+            // so q, k and v stay views of one tensor.
+            if biases.iter().all(|b| w.has(b)) {
+                if let Some(b) = w.joined_input(g, &bias_refs)? {
+                    all = g.add(all, b)?;
+                    biased = true;
+                }
+            }
             let [_, n, _, _] = g.layout(all).ne;
             let row = g.layout(all).nb[1];
             let f32_bytes = DType::F32.block_bytes();
@@ -365,6 +379,14 @@ fn project<const N: usize>(
             out
         }
     };
+    if !biased {
+        for (o, bias) in out.iter_mut().zip(&biases) {
+            if w.has(bias) {
+                let b = w.input(g, bias)?;
+                *o = g.add(*o, b)?;
+            }
+        }
+    }
     out.try_into()
         .map_err(|_| Error::invalid("a projection lost a product"))
 }
@@ -469,6 +491,10 @@ pub fn build(
         inp_l = g.scale(inp_l, s)?;
     }
     let kq_scale = c.kq_scale;
+    let rope_factors = match c.rope_factors {
+        true => Some(w.input(&mut g, ROPE_FACTORS)?),
+        false => None,
+    };
     // `x / rms(x) * w` with the weight `blk.{il}.{name}`.
     let norm = |g: &mut Graph, x: TensorId, il: usize, name: &str| -> Result<TensorId> {
         let normed = g.rms_norm(x, c.rms_eps)?;
@@ -503,8 +529,8 @@ pub fn build(
         let rope = c.rope_of_layer(il);
         // q in place, so q, K and V stay side by side in the projection's
         // result for the dispatch that ropes q and k and stores K and V.
-        let q = g.rope_inplace(q, positions, rope)?;
-        let k = g.rope(k, positions, rope)?;
+        let q = g.rope_ext_inplace(q, positions, rope_factors, rope)?;
+        let k = g.rope_ext(k, positions, rope_factors, rope)?;
         let mask = match kq_mask_swa {
             Some(swa) if c.is_swa_layer(il) => swa,
             _ => kq_mask,

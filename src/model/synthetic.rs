@@ -1,6 +1,8 @@
 //! Llama-shaped GGUF files with random weights, written with the crate's own
 //! GGUF writer: benchmarks of a model's shape on machines the real file
-//! cannot reach, and tests that need a model without downloading one.
+//! cannot reach, and tests that need a model without downloading one (also
+//! of the llama-like families: Llama 3's rope factors, Qwen 2's biases,
+//! Qwen 3's q/k norms).
 //!
 //! Weights are random blocks with small scales (the values are meaningless,
 //! the work per token is the real model's); the vocabulary is one token per
@@ -13,9 +15,26 @@ use crate::gguf::GgufWriter;
 use crate::rng::Rng;
 use crate::{DType, Error, Result};
 
+/// Which architecture a synthetic model is written as: what it adds to
+/// llama's tensors and metadata.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyntheticArch {
+    /// `llama`.
+    #[default]
+    Llama,
+    /// `llama` with `rope_freqs.weight` (Llama 3.1's long-context factors).
+    Llama3,
+    /// `qwen2`: neox rope, biases on the q/k/v projections.
+    Qwen2,
+    /// `qwen3`: neox rope, per-head q/k norms.
+    Qwen3,
+}
+
 /// The shape and types of a synthetic llama model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyntheticLlama {
+    /// Architecture (what it adds to llama's tensors).
+    pub arch: SyntheticArch,
     /// Transformer blocks.
     pub n_layer: usize,
     /// Embedding width.
@@ -41,6 +60,7 @@ impl SyntheticLlama {
     /// heads, Q4_1 layers, a Q8_0 embedding tied to the output.
     pub fn smollm2_135m() -> SyntheticLlama {
         SyntheticLlama {
+            arch: SyntheticArch::Llama,
             n_layer: 30,
             n_embd: 576,
             n_ff: 1536,
@@ -56,6 +76,7 @@ impl SyntheticLlama {
     /// A 1B-class shape (TinyLlama's): 22 layers, 2048 wide, 5632 ff, 32/4 heads, Q4_0.
     pub fn llama_1b() -> SyntheticLlama {
         SyntheticLlama {
+            arch: SyntheticArch::Llama,
             n_layer: 22,
             n_embd: 2048,
             n_ff: 5632,
@@ -71,6 +92,7 @@ impl SyntheticLlama {
     /// An 8B-class shape (Llama 3's): 32 layers, 4096 wide, 14336 ff, 32/8 heads, Q4_0.
     pub fn llama_8b() -> SyntheticLlama {
         SyntheticLlama {
+            arch: SyntheticArch::Llama,
             n_layer: 32,
             n_embd: 4096,
             n_ff: 14336,
@@ -83,20 +105,56 @@ impl SyntheticLlama {
         }
     }
 
-    /// The preset called `smollm2-135m`, `1b` or `8b`, optionally with its
-    /// layers' weight type after a colon (`8b:q4_K`).
+    /// A model small enough to evaluate anywhere in milliseconds: 2 layers,
+    /// 64 wide, 128 ff, 4/2 heads of 16, a 300-token vocabulary, all f32
+    /// (so that engines agree to rounding: no quantized products).
+    pub fn tiny() -> SyntheticLlama {
+        SyntheticLlama {
+            arch: SyntheticArch::Llama,
+            n_layer: 2,
+            n_embd: 64,
+            n_ff: 128,
+            n_head: 4,
+            n_head_kv: 2,
+            n_vocab: 300,
+            n_ctx_train: 256,
+            weight_type: DType::F32,
+            embd_type: DType::F32,
+        }
+    }
+
+    /// The preset called `smollm2-135m`, `1b`, `8b` or `tiny`, optionally
+    /// written as another architecture after an `@` (`llama3`, `qwen2`,
+    /// `qwen3`) and with its layers' weight type after a colon
+    /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
             Some((shape, t)) => (shape, Some(t)),
             None => (name, None),
         };
+        let (shape, arch) = match shape.split_once('@') {
+            Some((shape, arch)) => (shape, Some(arch)),
+            None => (shape, None),
+        };
         let mut spec = match shape {
             "smollm2-135m" | "135m" => SyntheticLlama::smollm2_135m(),
             "1b" => SyntheticLlama::llama_1b(),
             "8b" => SyntheticLlama::llama_8b(),
+            "tiny" => SyntheticLlama::tiny(),
             other => {
                 return Err(Error::invalid(format!(
-                    "synthetic model '{other}': expected smollm2-135m, 1b or 8b"
+                    "synthetic model '{other}': expected smollm2-135m, 1b, 8b or tiny"
+                )))
+            }
+        };
+        spec.arch = match arch {
+            None | Some("llama") => SyntheticArch::Llama,
+            Some("llama3") => SyntheticArch::Llama3,
+            Some("qwen2") => SyntheticArch::Qwen2,
+            Some("qwen3") => SyntheticArch::Qwen3,
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "synthetic architecture '{other}': expected llama, llama3, qwen2 or qwen3"
                 )))
             }
         };
@@ -129,7 +187,11 @@ impl SyntheticLlama {
             )));
         }
         let mut w = GgufWriter::new();
-        let arch = "llama";
+        let arch = match self.arch {
+            SyntheticArch::Llama | SyntheticArch::Llama3 => "llama",
+            SyntheticArch::Qwen2 => "qwen2",
+            SyntheticArch::Qwen3 => "qwen3",
+        };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
             .add("general.name", "wginfer synthetic llama")
@@ -159,11 +221,15 @@ impl SyntheticLlama {
             .add("tokenizer.ggml.add_bos_token", false);
 
         let (e, ff, kv) = (self.n_embd, self.n_ff, head_dim * self.n_head_kv);
-        let mut seed = seed;
-        let mut matrix = |w: &mut GgufWriter, name: String, dtype: DType, ne: [usize; 2]| {
-            seed = seed.wrapping_add(1);
-            let rng = Rng::new(seed);
-            w.add_tensor_with(name, dtype, &ne, random_blocks(dtype, ne[0] * ne[1], rng))
+        // Each tensor's own generator, seeded in the order they are written.
+        let seed = std::cell::Cell::new(seed);
+        let next_rng = || {
+            seed.set(seed.get().wrapping_add(1));
+            Rng::new(seed.get())
+        };
+        let matrix = |w: &mut GgufWriter, name: String, dtype: DType, ne: [usize; 2]| {
+            let rng = next_rng();
+            w.add_tensor_with(name, dtype, &ne, random_blocks(dtype, ne, rng))
                 .map(|_| ())
         };
         matrix(
@@ -173,7 +239,16 @@ impl SyntheticLlama {
             [e, self.n_vocab],
         )?;
         let ones = |n: usize| -> Vec<u8> { (0..n).flat_map(|_| 1.0f32.to_le_bytes()).collect() };
+        let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let values = |n: usize, lo: f32, hi: f32| f32_bytes(&next_rng().vec(n, lo, hi));
         w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
+        if self.arch == SyntheticArch::Llama3 {
+            // Slower rotations for the low frequencies, as Llama 3.1's
+            // factors (1 for the fastest pairs up to 8 for the slowest).
+            let n = head_dim / 2;
+            let factors: Vec<f32> = (0..n).map(|i| 1.0 + 7.0 * i as f32 / n as f32).collect();
+            w.add_tensor("rope_freqs.weight", DType::F32, &[n], f32_bytes(&factors))?;
+        }
         for il in 0..self.n_layer {
             let name = |s: &str| format!("blk.{il}.{s}.weight");
             let t = self.weight_type;
@@ -186,6 +261,20 @@ impl SyntheticLlama {
             matrix(&mut w, name("ffn_gate"), t, [e, ff])?;
             matrix(&mut w, name("ffn_up"), t, [e, ff])?;
             matrix(&mut w, name("ffn_down"), t, [ff, e])?;
+            let bias = |s: &str| format!("blk.{il}.{s}.bias");
+            match self.arch {
+                SyntheticArch::Qwen2 => {
+                    for (m, n) in [("attn_q", e), ("attn_k", kv), ("attn_v", kv)] {
+                        w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
+                    }
+                }
+                SyntheticArch::Qwen3 => {
+                    for m in ["attn_q_norm", "attn_k_norm"] {
+                        w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
+                    }
+                }
+                SyntheticArch::Llama | SyntheticArch::Llama3 => {}
+            }
         }
         w.write_file(path)
     }
@@ -203,24 +292,30 @@ fn scale_offsets(dtype: DType) -> &'static [usize] {
     }
 }
 
-/// A producer of `n` elements of random `dtype` blocks: random quants with
-/// f16 scales of about 0.01; f32/f16 tensors get small random values.
+/// A producer of a random `dtype` matrix of `ne` elements: random quants
+/// with f16 scales of about 0.01; float matrices values of variance
+/// `1 / ne[0]`, so that a product of unit-sized inputs is unit-sized and
+/// every layer leaves a mark on the logits.
 fn random_blocks(
     dtype: DType,
-    n: usize,
+    ne: [usize; 2],
     mut rng: Rng,
 ) -> impl FnMut(&mut dyn Write) -> io::Result<()> {
+    let n = ne[0] * ne[1];
+    let a = (3.0 / ne[0].max(1) as f32).sqrt();
     move |out: &mut dyn Write| {
         let (elems, bytes) = (dtype.block_elems(), dtype.block_bytes());
         let mut block = vec![0u8; bytes];
         let mut chunk = Vec::with_capacity(1 << 20);
         for _ in 0..n / elems {
             match dtype {
-                DType::F32 => block.copy_from_slice(&rng.uniform(-0.01, 0.01).to_le_bytes()),
-                DType::F16 => block
-                    .copy_from_slice(&half::f16::from_f32(rng.uniform(-0.01, 0.01)).to_le_bytes()),
-                DType::BF16 => block
-                    .copy_from_slice(&half::bf16::from_f32(rng.uniform(-0.01, 0.01)).to_le_bytes()),
+                DType::F32 => block.copy_from_slice(&rng.uniform(-a, a).to_le_bytes()),
+                DType::F16 => {
+                    block.copy_from_slice(&half::f16::from_f32(rng.uniform(-a, a)).to_le_bytes())
+                }
+                DType::BF16 => {
+                    block.copy_from_slice(&half::bf16::from_f32(rng.uniform(-a, a)).to_le_bytes())
+                }
                 _ => {
                     for word in block.chunks_mut(8) {
                         let r = rng.next_u64().to_le_bytes();
@@ -251,6 +346,7 @@ mod tests {
     #[test]
     fn a_small_synthetic_model_reads_back_with_finite_weights() {
         let spec = SyntheticLlama {
+            arch: Default::default(),
             n_layer: 2,
             n_embd: 256,
             n_ff: 512,

@@ -108,9 +108,20 @@ fn checked_layout(info: &TensorInfo) -> Result<Layout> {
     Ok(layout)
 }
 
+/// Whether tensors of sizes `ne` (ggml order), one after another, read as
+/// one: matrices of one row length (their rows stacked) or vectors (one
+/// after another, e.g. the q/k/v biases).
+fn stackable<'a>(mut ne: impl Iterator<Item = &'a [usize; 4]> + Clone) -> bool {
+    let vectors = ne.clone().all(|n| n[1] * n[2] * n[3] == 1);
+    let Some(first) = ne.next() else {
+        return false;
+    };
+    vectors || ne.all(|n| n[0] == first[0] && n[2] * n[3] == 1) && first[2] * first[3] == 1
+}
+
 /// The group's names and backend when its tensors can be stored as one
-/// matrix: all present, whole on one backend (within its buffer limit),
-/// matrices of one type and row length.
+/// matrix or vector: all present, whole on one backend (within its buffer
+/// limit), of one type and [`stackable`].
 fn joinable(
     group: &[String],
     infos: &HashMap<&str, &TensorInfo>,
@@ -130,9 +141,7 @@ fn joinable(
     let same = members.iter().all(|i| {
         matches!(place(&i.name, i.ne[1]), Home::On(x) if x.min(fallback) == b)
             && i.ggml_type == first.ggml_type
-            && i.ne[0] == first.ne[0]
-            && i.ne[2] * i.ne[3] == 1
-    });
+    }) && stackable(members.iter().map(|i| &i.ne));
     let total: usize = members.iter().map(|i| i.size).sum();
     (same && total <= backends[b].max_buffer_size()).then(|| (group.to_vec(), b))
 }
@@ -412,9 +421,14 @@ impl Weights {
         }
     }
 
+    /// Whether the file has a tensor called `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
     /// The tensors `names`, planned back to back (see [`Weights::plan`]), as
-    /// one input whose rows are theirs in order, bound like
-    /// [`Weights::input`]; `None` when they are not stored that way.
+    /// one input whose rows (or, for vectors, values) are theirs in order,
+    /// bound like [`Weights::input`]; `None` when they are not stored that way.
     pub fn joined_input(&self, g: &mut Graph, names: &[&str]) -> Result<Option<TensorId>> {
         let weights = names
             .iter()
@@ -423,26 +437,28 @@ impl Weights {
         let Some(first) = weights.first() else {
             return Ok(None);
         };
-        let (mut rows, mut end) = (0, None);
+        if !stackable(weights.iter().map(|w| &w.layout.ne)) {
+            return Ok(None);
+        }
+        let (mut rows, mut values, mut end) = (0, 0, None);
         for w in &weights {
             let [part] = &w.parts[..] else {
                 return Ok(None);
             };
             let follows = end.is_none_or(|(buffer, at)| part.buffer == buffer && part.offset == at);
-            let fits = w.layout.dtype == first.layout.dtype
-                && w.layout.ne[0] == first.layout.ne[0]
-                && w.layout.ne[2] * w.layout.ne[3] == 1;
-            if !follows || !fits {
+            if !follows || w.layout.dtype != first.layout.dtype {
                 return Ok(None);
             }
             rows += w.layout.ne[1];
+            values += w.layout.n_elements();
             end = Some((part.buffer, part.offset + w.layout.span_bytes()));
         }
-        let id = g.input(
-            &names.join("+"),
-            first.layout.dtype,
-            &[first.layout.ne[0], rows],
-        )?;
+        let vectors = rows == weights.len();
+        let ne = match vectors {
+            true => vec![values],
+            false => vec![first.layout.ne[0], rows],
+        };
+        let id = g.input(&names.join("+"), first.layout.dtype, &ne)?;
         let part = &first.parts[0];
         if let Some(buffer) = self.buffers.get(part.buffer) {
             let data = TensorData {

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Writes llama.cpp's logits for the synthetic `tiny` model of each llama-like
+# architecture (tests/data/llamacpp/families/ARCH.f32), which
+# tests/families.rs compares wginfer's with. Needs llama.cpp built by
+# scripts/llama-cpp-cpu.sh; run once, when the fixture's models change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=.llama-cpp/llama_cpp_python-0.3.36/vendor/llama.cpp
+[ -d .llama-cpp/build/bin ] || bash scripts/llama-cpp-cpu.sh
+cc -O2 -I"$SRC/include" -I"$SRC/ggml/include" scripts/llama-cpp-logits.c \
+    -L.llama-cpp/build/bin -lllama -o .llama-cpp/logits
+cargo build --release --example synthetic
+OUT=tests/data/llamacpp/families
+mkdir -p "$OUT"
+# The token ids tests/families.rs evaluates (TOKENS there).
+TOKENS="5 17 200 42 99 13 250 7 64 128 3 77 180 21 9 111 45 66 233 2 150 88 31 290"
+for arch in llama llama3 qwen2 qwen3; do
+    model="$(mktemp --suffix=.gguf)"
+    target/release/examples/synthetic "tiny@$arch" "$model" --seed 1
+    # shellcheck disable=SC2086
+    LD_LIBRARY_PATH=.llama-cpp/build/bin .llama-cpp/logits "$model" "$OUT/$arch.f32" $TOKENS
+    rm -f "$model"
+done
+echo "wrote $OUT"
