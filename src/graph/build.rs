@@ -392,11 +392,12 @@ impl Graph {
         self.op_node(Op::SoftMax { scale }, src, DType::F32, na)
     }
 
-    /// ggml mul_mat: `a` `[K, M, A2, A3]` (weights) times `b` `[K, N, B2, B3]` (f32)
-    /// gives f32 `[M, N, B2, B3]`; `a` is broadcast when `B2 % A2 == 0 && B3 % A3 == 0`.
+    /// ggml mul_mat: `a` `[K, M, A2, A3]` (weights) times `b` `[K, N, B2, B3]`
+    /// (f32, f16 or bf16, computed in f32) gives f32 `[M, N, B2, B3]`; `a`
+    /// is broadcast when `B2 % A2 == 0 && B3 % A3 == 0`.
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.check_ids(&[a, b])?;
-        expect_type(self, b, DType::F32, "mul_mat")?;
+        elementwise_type(self, b, "mul_mat")?;
         if self.layout(a).dtype == DType::I32 {
             return Err(Error::shape("mul_mat: i32 weights are not supported"));
         }

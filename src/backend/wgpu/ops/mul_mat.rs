@@ -306,7 +306,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         t => defs(t).is_some() && la.rows_contiguous() && la.ne[0] % t.block_elems() == 0,
     };
     weights_ok
-        && lb.dtype == DType::F32
+        && matches!(lb.dtype, DType::F32 | DType::F16 | DType::BF16)
         && node.layout.dtype == DType::F32
         && la.ne[0] == lb.ne[0]
         && plan(dev, graph, id).is_some()
