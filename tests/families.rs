@@ -1,6 +1,6 @@
 //! The llama-like architectures beyond llama itself (Llama 3's rope
 //! frequency factors, Qwen 2's q/k/v biases and neox rope, Qwen 3's q/k
-//! norms) against llama.cpp, on synthetic models: `tiny@ARCH` (f32 weights,
+//! norms, SmolLM3's layers without rope) against llama.cpp, on synthetic models: `tiny@ARCH` (f32 weights,
 //! so that both engines compute the same products) evaluated in one batch,
 //! every position's logits compared with llama.cpp's in
 //! `tests/data/llamacpp/families/` (made by scripts/make-family-fixture.sh).
@@ -9,7 +9,7 @@ mod fixtures;
 
 use std::sync::Arc;
 
-use fixtures::logits::read_f32s;
+use fixtures::logits::{read_f32s, top1_margin};
 use wginfer::backend::cpu::CpuBackend;
 use wginfer::model::synthetic::SyntheticLlama;
 use wginfer::model::{BackendChoice, LoadOptions, Model};
@@ -21,7 +21,8 @@ const TOKENS: [u32; 24] = [
 ];
 /// Largest difference from llama.cpp's logits allowed (they span about
 /// ±4; llama.cpp keeps K and V in f16 as wginfer does, and the two agree to
-/// ~5e-3; ignoring Llama 3's factors moves them by 0.06 to 2).
+/// within 0.007; ignoring Llama 3's factors moves them by up to 0.5, and
+/// roping SmolLM3's fourth layers by up to 0.4).
 const MAX_DIFF: f32 = 0.02;
 
 /// Every position's logits of `tiny@arch` on `backend`.
@@ -50,31 +51,26 @@ fn check(arch: &str, backend: BackendChoice, what: &str) {
     let got = logits(arch, backend);
     assert_eq!(got.len(), want.len(), "{arch} on {what}: logit count");
     let n_vocab = want.len() / TOKENS.len();
-    let argmax = |row: &[f32]| {
-        (0..row.len())
-            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
-            .unwrap_or(0)
-    };
+    let mut largest = 0.0f32;
     for (pos, (g, w)) in got
         .chunks_exact(n_vocab)
         .zip(want.chunks_exact(n_vocab))
         .enumerate()
     {
-        let diff = g
-            .iter()
-            .zip(w)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let diff = g.iter().zip(w).map(|(a, b)| (a - b).abs());
+        let diff = diff.fold(0.0, f32::max);
+        largest = largest.max(diff);
         assert!(
             diff <= MAX_DIFF,
             "{arch} on {what}, position {pos}: logits differ from llama.cpp's by {diff}"
         );
-        assert_eq!(
-            argmax(g),
-            argmax(w),
-            "{arch} on {what}, position {pos}: argmax"
-        );
+        // The same top token wherever llama.cpp's is clear of its second.
+        let ((top, margin), (ours, _)) = (top1_margin(w), top1_margin(g));
+        if margin >= 2.0 * MAX_DIFF {
+            assert_eq!(ours, top, "{arch} on {what}, position {pos}: argmax");
+        }
     }
+    eprintln!("{arch} on {what}: logits within {largest:.4} of llama.cpp's");
 }
 
 fn on_every_backend(arch: &str) {
@@ -106,4 +102,9 @@ fn qwen2_matches_llama_cpp() {
 #[test]
 fn qwen3_matches_llama_cpp() {
     on_every_backend("qwen3");
+}
+
+#[test]
+fn smollm3_matches_llama_cpp() {
+    on_every_backend("smollm3");
 }

@@ -20,6 +20,9 @@ pub enum Family {
     /// llama.cpp's `qwen3` graph: llama's, with neox rope and per-head q/k
     /// norms.
     Qwen3,
+    /// llama.cpp's `smollm3` graph: llama's, without rope on every fourth
+    /// layer (NoPE).
+    SmolLM3,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -28,11 +31,12 @@ const FAMILIES: &[(&str, Family)] = &[
     ("gemma3", Family::Gemma3),
     ("qwen2", Family::Qwen2),
     ("qwen3", Family::Qwen3),
+    ("smollm3", Family::SmolLM3),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "gemma3", "qwen2", "qwen3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "gemma3", "qwen2", "qwen3", "smollm3"];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
 /// `set_swa_pattern(6)`), with their own rope base.
@@ -50,6 +54,10 @@ pub enum Activation {
 
 /// The tensor of rope frequency factors, shared by every layer.
 pub const ROPE_FACTORS: &str = "rope_freqs.weight";
+
+/// SmolLM3's layers without rope: every fourth (llama.cpp's
+/// `n_no_rope_layer_step`, fixed for the architecture).
+const SMOLLM3_NOPE_PERIOD: usize = 4;
 
 /// Default rope base when the file has none (llama.cpp's).
 const DEFAULT_FREQ_BASE: f32 = 10_000.0;
@@ -167,7 +175,7 @@ impl ModelConfig {
             )));
         }
         let mode = match family {
-            Family::Llama => RopeMode::Normal,
+            Family::Llama | Family::SmolLM3 => RopeMode::Normal,
             Family::Gemma3 | Family::Qwen2 | Family::Qwen3 => RopeMode::Neox,
         };
         let rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
@@ -192,7 +200,7 @@ impl ModelConfig {
             }
         };
         let n_swa = match family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 => 0,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => 0,
             Family::Gemma3 => g.opt_usize(&key("attention.sliding_window"))?.unwrap_or(0),
         };
         let mut rope_swa = rope;
@@ -238,6 +246,12 @@ impl ModelConfig {
         self.n_swa > 0 && il % GEMMA3_SWA_PERIOD < GEMMA3_SWA_PERIOD - 1
     }
 
+    /// Whether layer `il` ropes its queries and keys (SmolLM3 leaves every
+    /// fourth layer without positions).
+    pub fn ropes_layer(&self, il: usize) -> bool {
+        self.family != Family::SmolLM3 || !(il + 1).is_multiple_of(SMOLLM3_NOPE_PERIOD)
+    }
+
     /// The rope of layer `il`.
     pub fn rope_of_layer(&self, il: usize) -> RopeParams {
         match self.is_swa_layer(il) {
@@ -261,7 +275,7 @@ impl ModelConfig {
     /// The feed-forward's gate activation.
     pub fn activation(&self) -> Activation {
         match self.family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 => Activation::Silu,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => Activation::Silu,
             Family::Gemma3 => Activation::GeluTanh,
         }
     }
@@ -269,7 +283,7 @@ impl ModelConfig {
     /// What the token embeddings are multiplied by, if anything.
     pub fn embd_scale(&self) -> Option<f32> {
         match self.family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 => None,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => None,
             Family::Gemma3 => Some((self.n_embd as f32).sqrt()),
         }
     }
@@ -479,6 +493,16 @@ mod tests {
             let e = with_rope_factors(arch, dtype, n).unwrap_err().to_string();
             assert!(e.contains(says), "{arch} {dtype} {n}: {e}");
         }
+    }
+
+    #[test]
+    fn smollm3_skips_rope_on_every_fourth_layer() {
+        let c = ModelConfig::from_gguf(&meta_of("smollm3", &[], "")).unwrap();
+        let ropes: Vec<bool> = (0..8).map(|il| c.ropes_layer(il)).collect();
+        assert_eq!(ropes, [true, true, true, false, true, true, true, false]);
+        assert_eq!((c.family, c.rope.mode), (Family::SmolLM3, RopeMode::Normal));
+        let llama = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
+        assert!((0..8).all(|il| llama.ropes_layer(il)));
     }
 
     #[test]

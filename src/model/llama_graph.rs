@@ -529,8 +529,13 @@ pub fn build(
         let rope = c.rope_of_layer(il);
         // q in place, so q, K and V stay side by side in the projection's
         // result for the dispatch that ropes q and k and stores K and V.
-        let q = g.rope_ext_inplace(q, positions, rope_factors, rope)?;
-        let k = g.rope_ext(k, positions, rope_factors, rope)?;
+        let (q, k) = match c.ropes_layer(il) {
+            true => (
+                g.rope_ext_inplace(q, positions, rope_factors, rope)?,
+                g.rope_ext(k, positions, rope_factors, rope)?,
+            ),
+            false => (q, k),
+        };
         let mask = match kq_mask_swa {
             Some(swa) if c.is_swa_layer(il) => swa,
             _ => kq_mask,

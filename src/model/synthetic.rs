@@ -2,7 +2,7 @@
 //! GGUF writer: benchmarks of a model's shape on machines the real file
 //! cannot reach, and tests that need a model without downloading one (also
 //! of the llama-like families: Llama 3's rope factors, Qwen 2's biases,
-//! Qwen 3's q/k norms).
+//! Qwen 3's q/k norms, SmolLM3's layers without rope).
 //!
 //! Weights are random blocks with small scales (the values are meaningless,
 //! the work per token is the real model's); the vocabulary is one token per
@@ -28,6 +28,8 @@ pub enum SyntheticArch {
     Qwen2,
     /// `qwen3`: neox rope, per-head q/k norms.
     Qwen3,
+    /// `smollm3`: no rope on every fourth layer.
+    SmolLM3,
 }
 
 /// The shape and types of a synthetic llama model.
@@ -105,13 +107,14 @@ impl SyntheticLlama {
         }
     }
 
-    /// A model small enough to evaluate anywhere in milliseconds: 2 layers,
-    /// 64 wide, 128 ff, 4/2 heads of 16, a 300-token vocabulary, all f32
-    /// (so that engines agree to rounding: no quantized products).
+    /// A model small enough to evaluate anywhere in milliseconds: 4 layers
+    /// (SmolLM3's fourth has no rope), 64 wide, 128 ff, 4/2 heads of 16, a
+    /// 300-token vocabulary, all f32 (so that engines agree to rounding: no
+    /// quantized products).
     pub fn tiny() -> SyntheticLlama {
         SyntheticLlama {
             arch: SyntheticArch::Llama,
-            n_layer: 2,
+            n_layer: 4,
             n_embd: 64,
             n_ff: 128,
             n_head: 4,
@@ -125,7 +128,7 @@ impl SyntheticLlama {
 
     /// The preset called `smollm2-135m`, `1b`, `8b` or `tiny`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
-    /// `qwen3`) and with its layers' weight type after a colon
+    /// `qwen3`, `smollm3`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -152,10 +155,11 @@ impl SyntheticLlama {
             Some("llama3") => SyntheticArch::Llama3,
             Some("qwen2") => SyntheticArch::Qwen2,
             Some("qwen3") => SyntheticArch::Qwen3,
+            Some("smollm3") => SyntheticArch::SmolLM3,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                    "synthetic architecture '{other}': expected llama, llama3, qwen2 or qwen3"
-                )))
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3 or smollm3"
+            )))
             }
         };
         if let Some(t) = weights {
@@ -191,6 +195,7 @@ impl SyntheticLlama {
             SyntheticArch::Llama | SyntheticArch::Llama3 => "llama",
             SyntheticArch::Qwen2 => "qwen2",
             SyntheticArch::Qwen3 => "qwen3",
+            SyntheticArch::SmolLM3 => "smollm3",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -273,7 +278,7 @@ impl SyntheticLlama {
                         w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
                     }
                 }
-                SyntheticArch::Llama | SyntheticArch::Llama3 => {}
+                SyntheticArch::Llama | SyntheticArch::Llama3 | SyntheticArch::SmolLM3 => {}
             }
         }
         w.write_file(path)
