@@ -1,6 +1,7 @@
 //! The llama-like architectures beyond llama itself (Llama 3's rope
 //! frequency factors, Qwen 2's q/k/v biases and neox rope, Qwen 3's q/k
-//! norms, SmolLM3's layers without rope) against llama.cpp, on synthetic models: `tiny@ARCH` (f32 weights,
+//! norms, SmolLM3's layers without rope, Phi-3's fused projections and
+//! LongRoPE factors) against llama.cpp, on synthetic models: `tiny@ARCH` (f32 weights,
 //! so that both engines compute the same products) evaluated in one batch,
 //! every position's logits compared with llama.cpp's in
 //! `tests/data/llamacpp/families/` (made by scripts/make-family-fixture.sh).
@@ -107,4 +108,9 @@ fn qwen3_matches_llama_cpp() {
 #[test]
 fn smollm3_matches_llama_cpp() {
     on_every_backend("smollm3");
+}
+
+#[test]
+fn phi3_matches_llama_cpp() {
+    on_every_backend("phi3");
 }

@@ -23,6 +23,11 @@ pub enum Family {
     /// llama.cpp's `smollm3` graph: llama's, without rope on every fourth
     /// layer (NoPE).
     SmolLM3,
+    /// llama.cpp's `phi3` graph (Phi-3, Phi-3.5, Phi-4 mini): llama's with
+    /// one q/k/v matrix (`attn_qkv`) and one gate/up matrix (`ffn_up`, gate
+    /// rows first), neox rope, and LongRoPE's short/long frequency factors
+    /// where the file has them.
+    Phi3,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -32,11 +37,13 @@ const FAMILIES: &[(&str, Family)] = &[
     ("qwen2", Family::Qwen2),
     ("qwen3", Family::Qwen3),
     ("smollm3", Family::SmolLM3),
+    ("phi3", Family::Phi3),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "gemma3", "qwen2", "qwen3", "smollm3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] =
+    &["llama", "gemma3", "qwen2", "qwen3", "smollm3", "phi3"];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
 /// `set_swa_pattern(6)`), with their own rope base.
@@ -54,6 +61,51 @@ pub enum Activation {
 
 /// The tensor of rope frequency factors, shared by every layer.
 pub const ROPE_FACTORS: &str = "rope_freqs.weight";
+/// LongRoPE's factors past the original context.
+pub const ROPE_FACTORS_LONG: &str = "rope_factors_long.weight";
+/// LongRoPE's factors within the original context.
+pub const ROPE_FACTORS_SHORT: &str = "rope_factors_short.weight";
+
+/// Which rope frequency factors the file has for this family, each checked
+/// to be f32 with one value per rotated pair. llama.cpp reads
+/// `rope_freqs.weight` for llama only and LongRoPE's pair for phi3 only; a
+/// file of another family with them is an error rather than a model that
+/// quietly ignores them.
+fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Result<RopeFactors> {
+    let arch = g.architecture()?;
+    let names: &[&str] = match family {
+        Family::Llama => &[ROPE_FACTORS],
+        Family::Phi3 => &[ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT],
+        Family::Gemma3 | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => &[],
+    };
+    let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];
+    let unread = every
+        .iter()
+        .find(|n| !names.contains(n) && g.tensor(n).is_some());
+    if let Some(other) = unread {
+        return Err(Error::invalid(format!(
+            "{arch}: rope frequency factors ({other}) are not supported for this architecture"
+        )));
+    }
+    let mut found = false;
+    for info in names.iter().filter_map(|n| g.tensor(n)) {
+        let want = [rope.n_dims / 2];
+        if info.shape() != want || info.dtype()? != DType::F32 {
+            return Err(Error::invalid(format!(
+                "{arch}: {} is {} {:?}; f32 {want:?} expected (half the rotated dims)",
+                info.name,
+                info.type_name(),
+                info.shape()
+            )));
+        }
+        found = true;
+    }
+    Ok(match (found, family) {
+        (false, _) => RopeFactors::None,
+        (true, Family::Phi3) => RopeFactors::LongShort,
+        (true, _) => RopeFactors::Freqs,
+    })
+}
 
 /// SmolLM3's layers without rope: every fourth (llama.cpp's
 /// `n_no_rope_layer_step`, fixed for the architecture).
@@ -98,10 +150,23 @@ pub struct ModelConfig {
     pub rope_swa: RopeParams,
     /// Scale of the attention scores (`1 / sqrt(head_dim)`).
     pub kq_scale: f32,
-    /// Whether rope divides each pair's angle by a factor from
+    /// Where rope's per-pair frequency factors come from, if anywhere.
+    pub rope_factors: RopeFactors,
+}
+
+/// The tensors of rope frequency factors a file has (each f32, one value
+/// per rotated pair, shared by every layer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeFactors {
+    /// None: every pair turns at its plain frequency.
+    None,
     /// `rope_freqs.weight` (Llama 3.1 and later: long-context scaling baked
     /// into the file).
-    pub rope_factors: bool,
+    Freqs,
+    /// LongRoPE's `rope_factors_short.weight` for contexts up to the
+    /// original one and `rope_factors_long.weight` past it (Phi-3 128k);
+    /// either may be missing.
+    LongShort,
 }
 
 impl ModelConfig {
@@ -176,31 +241,13 @@ impl ModelConfig {
         }
         let mode = match family {
             Family::Llama | Family::SmolLM3 => RopeMode::Normal,
-            Family::Gemma3 | Family::Qwen2 | Family::Qwen3 => RopeMode::Neox,
+            Family::Gemma3 | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => RopeMode::Neox,
         };
         let rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
-        let rope_factors = match g.tensor(ROPE_FACTORS) {
-            None => false,
-            // llama.cpp reads them for llama only.
-            Some(_) if family != Family::Llama => {
-                return Err(Error::invalid(format!(
-                    "{arch}: rope frequency factors ({ROPE_FACTORS}) are not supported for this architecture"
-                )))
-            }
-            Some(info) => {
-                let want = [rope.n_dims / 2];
-                if info.shape() != want || info.dtype()? != DType::F32 {
-                    return Err(Error::invalid(format!(
-                        "{arch}: {ROPE_FACTORS} is {} {:?}; f32 {want:?} expected (half the rotated dims)",
-                        info.type_name(),
-                        info.shape()
-                    )));
-                }
-                true
-            }
-        };
+        let rope_factors = rope_factors(g, family, &rope)?;
         let n_swa = match family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => 0,
+            // llama.cpp turns Phi-3's window off.
+            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 | Family::Phi3 => 0,
             Family::Gemma3 => g.opt_usize(&key("attention.sliding_window"))?.unwrap_or(0),
         };
         let mut rope_swa = rope;
@@ -246,6 +293,29 @@ impl ModelConfig {
         self.n_swa > 0 && il % GEMMA3_SWA_PERIOD < GEMMA3_SWA_PERIOD - 1
     }
 
+    /// The tensor of rope frequency factors for a context of `n_ctx`
+    /// positions, if the file has one (llama.cpp's `get_rope_factors`);
+    /// `has` tells whether the file has a tensor.
+    pub fn rope_factors_tensor(
+        &self,
+        has: impl Fn(&str) -> bool,
+        n_ctx: usize,
+    ) -> Option<&'static str> {
+        let name = match self.rope_factors {
+            RopeFactors::None => return None,
+            RopeFactors::Freqs => ROPE_FACTORS,
+            RopeFactors::LongShort if n_ctx > self.rope.n_ctx_orig => ROPE_FACTORS_LONG,
+            RopeFactors::LongShort => ROPE_FACTORS_SHORT,
+        };
+        has(name).then_some(name)
+    }
+
+    /// Whether q, k and v come from one matrix, `attn_qkv`, and gate and up
+    /// from one, `ffn_up` (gate rows first).
+    pub fn fused_projections(&self) -> bool {
+        self.family == Family::Phi3
+    }
+
     /// Whether layer `il` ropes its queries and keys (SmolLM3 leaves every
     /// fourth layer without positions).
     pub fn ropes_layer(&self, il: usize) -> bool {
@@ -275,7 +345,9 @@ impl ModelConfig {
     /// The feed-forward's gate activation.
     pub fn activation(&self) -> Activation {
         match self.family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => Activation::Silu,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 | Family::Phi3 => {
+                Activation::Silu
+            }
             Family::Gemma3 => Activation::GeluTanh,
         }
     }
@@ -283,7 +355,7 @@ impl ModelConfig {
     /// What the token embeddings are multiplied by, if anything.
     pub fn embd_scale(&self) -> Option<f32> {
         match self.family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => None,
+            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 | Family::Phi3 => None,
             Family::Gemma3 => Some((self.n_embd as f32).sqrt()),
         }
     }
@@ -474,12 +546,12 @@ mod tests {
 
     #[test]
     fn rope_factors_are_read_for_llama_only_and_checked() {
-        assert!(
-            with_rope_factors("llama", DType::F32, 8)
-                .unwrap()
-                .rope_factors
-        );
-        assert!(!ModelConfig::from_gguf(&meta(&[], "")).unwrap().rope_factors);
+        let c = with_rope_factors("llama", DType::F32, 8).unwrap();
+        assert_eq!(c.rope_factors, RopeFactors::Freqs);
+        let has = |n: &str| n == ROPE_FACTORS;
+        assert_eq!(c.rope_factors_tensor(has, 1 << 20), Some(ROPE_FACTORS));
+        let plain = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
+        assert_eq!(plain.rope_factors, RopeFactors::None);
         for (arch, dtype, n, says) in [
             ("llama", DType::F32, 16, "f32 [8] expected"),
             ("llama", DType::F16, 8, "f32 [8] expected"),
@@ -503,6 +575,19 @@ mod tests {
         assert_eq!((c.family, c.rope.mode), (Family::SmolLM3, RopeMode::Normal));
         let llama = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
         assert!((0..8).all(|il| llama.ropes_layer(il)));
+    }
+
+    #[test]
+    fn phi3_takes_short_factors_within_the_training_context() {
+        let mut c = ModelConfig::from_gguf(&meta_of("phi3", &[], "")).unwrap();
+        assert!(c.fused_projections() && c.rope.mode == RopeMode::Neox);
+        assert_eq!(c.rope_factors, RopeFactors::None);
+        c.rope_factors = RopeFactors::LongShort;
+        let both = |_: &str| true;
+        assert_eq!(c.rope_factors_tensor(both, 256), Some(ROPE_FACTORS_SHORT));
+        assert_eq!(c.rope_factors_tensor(both, 257), Some(ROPE_FACTORS_LONG));
+        let short_only = |n: &str| n == ROPE_FACTORS_SHORT;
+        assert_eq!(c.rope_factors_tensor(short_only, 257), None);
     }
 
     #[test]

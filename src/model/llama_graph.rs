@@ -10,7 +10,7 @@
 //! given as inputs. So every decode step of a [`KV_PAD`]-long stretch runs
 //! the same graph, and its schedule and recorded dispatches are reused.
 
-use super::config::{Activation, ModelConfig, ROPE_FACTORS};
+use super::config::{Activation, ModelConfig};
 use super::kv_cache::KvCache;
 use super::weights::Weights;
 use crate::backend::BufferHandle;
@@ -291,15 +291,24 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
         let blk = |s: &str, ne: Vec<usize>| (format!("blk.{il}.{s}.weight"), ne);
         out.extend([
             blk("attn_norm", vec![e]),
-            blk("attn_q", vec![e, q]),
-            blk("attn_k", vec![e, kv]),
-            blk("attn_v", vec![e, kv]),
             blk("attn_output", vec![q, e]),
             blk("ffn_norm", vec![e]),
-            blk("ffn_gate", vec![e, ff]),
-            blk("ffn_up", vec![e, ff]),
             blk("ffn_down", vec![ff, e]),
         ]);
+        if c.fused_projections() {
+            out.extend([
+                blk("attn_qkv", vec![e, q + 2 * kv]),
+                blk("ffn_up", vec![e, 2 * ff]),
+            ]);
+        } else {
+            out.extend([
+                blk("attn_q", vec![e, q]),
+                blk("attn_k", vec![e, kv]),
+                blk("attn_v", vec![e, kv]),
+                blk("ffn_gate", vec![e, ff]),
+                blk("ffn_up", vec![e, ff]),
+            ]);
+        }
         if c.has_qk_norm() {
             out.extend([blk("attn_q_norm", vec![hd]), blk("attn_k_norm", vec![hd])]);
         }
@@ -366,17 +375,11 @@ fn project<const N: usize>(
                     biased = true;
                 }
             }
-            let [_, n, _, _] = g.layout(all).ne;
-            let row = g.layout(all).nb[1];
-            let f32_bytes = DType::F32.block_bytes();
-            let mut first = 0;
-            let mut out = Vec::with_capacity(N);
-            for name in &full {
-                let m = w.get(name)?.layout.ne[1];
-                out.push(g.view(all, &[m, n], &[row], first * f32_bytes)?);
-                first += m;
+            let mut rows = [0; N];
+            for (r, name) in rows.iter_mut().zip(&full) {
+                *r = w.get(name)?.layout.ne[1];
             }
-            out
+            split_rows(g, all, rows)?.to_vec()
         }
     };
     if !biased {
@@ -389,6 +392,26 @@ fn project<const N: usize>(
     }
     out.try_into()
         .map_err(|_| Error::invalid("a projection lost a product"))
+}
+
+/// Views of consecutive rows of `all` (`[m, n]`, rows being the first
+/// dimension's runs): `rows[i]` of them each, `[rows[i], n]` strided by
+/// `all`'s row.
+fn split_rows<const N: usize>(
+    g: &mut Graph,
+    all: TensorId,
+    rows: [usize; N],
+) -> Result<[TensorId; N]> {
+    let [_, n, _, _] = g.layout(all).ne;
+    let row = g.layout(all).nb[1];
+    let f32_bytes = DType::F32.block_bytes();
+    let mut first = 0;
+    let mut out = [all; N];
+    for (o, m) in out.iter_mut().zip(rows) {
+        *o = g.view(all, &[m, n], &[row], first * f32_bytes)?;
+        first += m;
+    }
+    Ok(out)
 }
 
 /// `W x` for every weight in `names`, all reading `x`. A weight cut by rows
@@ -491,9 +514,9 @@ pub fn build(
         inp_l = g.scale(inp_l, s)?;
     }
     let kq_scale = c.kq_scale;
-    let rope_factors = match c.rope_factors {
-        true => Some(w.input(&mut g, ROPE_FACTORS)?),
-        false => None,
+    let rope_factors = match c.rope_factors_tensor(|n| w.has(n), n_ctx) {
+        Some(name) => Some(w.input(&mut g, name)?),
+        None => None,
     };
     // `x / rms(x) * w` with the weight `blk.{il}.{name}`.
     let norm = |g: &mut Graph, x: TensorId, il: usize, name: &str| -> Result<TensorId> {
@@ -509,7 +532,13 @@ pub fn build(
         // Attention: norm, projections, (q/k norms,) rope.
         let cur = norm(&mut g, inp_l, il, "attn_norm")?;
         let home = w.home(&format!("blk.{il}.attn_norm.weight"))?;
-        let [q, k, v] = project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], cur, home)?;
+        let [q, k, v] = match c.fused_projections() {
+            true => {
+                let [qkv] = project(&mut g, w, il, ["attn_qkv"], cur, home)?;
+                split_rows(&mut g, qkv, [c.n_embd_q(), n_embd_kv, n_embd_kv])?
+            }
+            false => project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], cur, home)?,
+        };
         // Heads of each token; the products may be views of a joined one.
         let heads = |g: &mut Graph, t: TensorId, n_heads: usize| {
             let row = g.layout(t).nb[1];
@@ -595,7 +624,13 @@ pub fn build(
 
         // Feed-forward: norm, act(gate) * up, down (, post norm).
         let cur = norm(&mut g, ffn_inp, il, "ffn_norm")?;
-        let [gate, up] = project(&mut g, w, il, ["ffn_gate", "ffn_up"], cur, home)?;
+        let [gate, up] = match c.fused_projections() {
+            true => {
+                let [gate_up] = project(&mut g, w, il, ["ffn_up"], cur, home)?;
+                split_rows(&mut g, gate_up, [c.n_ff, c.n_ff])?
+            }
+            false => project(&mut g, w, il, ["ffn_gate", "ffn_up"], cur, home)?,
+        };
         let gate = match c.activation() {
             Activation::Silu => g.silu(gate)?,
             Activation::GeluTanh => g.gelu(gate)?,

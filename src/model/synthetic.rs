@@ -2,7 +2,8 @@
 //! GGUF writer: benchmarks of a model's shape on machines the real file
 //! cannot reach, and tests that need a model without downloading one (also
 //! of the llama-like families: Llama 3's rope factors, Qwen 2's biases,
-//! Qwen 3's q/k norms, SmolLM3's layers without rope).
+//! Qwen 3's q/k norms, SmolLM3's layers without rope, Phi-3's fused
+//! projections and LongRoPE).
 //!
 //! Weights are random blocks with small scales (the values are meaningless,
 //! the work per token is the real model's); the vocabulary is one token per
@@ -30,6 +31,9 @@ pub enum SyntheticArch {
     Qwen3,
     /// `smollm3`: no rope on every fourth layer.
     SmolLM3,
+    /// `phi3`: one q/k/v and one gate/up matrix, neox rope, LongRoPE's
+    /// short and long factors with a magnitude scale.
+    Phi3,
 }
 
 /// The shape and types of a synthetic llama model.
@@ -128,7 +132,7 @@ impl SyntheticLlama {
 
     /// The preset called `smollm2-135m`, `1b`, `8b` or `tiny`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
-    /// `qwen3`, `smollm3`) and with its layers' weight type after a colon
+    /// `qwen3`, `smollm3`, `phi3`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -156,9 +160,10 @@ impl SyntheticLlama {
             Some("qwen2") => SyntheticArch::Qwen2,
             Some("qwen3") => SyntheticArch::Qwen3,
             Some("smollm3") => SyntheticArch::SmolLM3,
+            Some("phi3") => SyntheticArch::Phi3,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3 or smollm3"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3 or phi3"
             )))
             }
         };
@@ -196,6 +201,7 @@ impl SyntheticLlama {
             SyntheticArch::Qwen2 => "qwen2",
             SyntheticArch::Qwen3 => "qwen3",
             SyntheticArch::SmolLM3 => "smollm3",
+            SyntheticArch::Phi3 => "phi3",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -209,6 +215,9 @@ impl SyntheticLlama {
             .add(key("rope.dimension_count"), head_dim as u32)
             .add(key("rope.freq_base"), 10000.0f32)
             .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
+        if self.arch == SyntheticArch::Phi3 {
+            w.add(key("rope.scaling.attn_factor"), 1.2f32);
+        }
         // The 256 byte-level tokens first, so any text tokenizes (a byte a
         // token: there are no merges), then placeholders.
         let tokens: Vec<String> = (0..self.n_vocab)
@@ -247,24 +256,56 @@ impl SyntheticLlama {
         let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
         let values = |n: usize, lo: f32, hi: f32| f32_bytes(&next_rng().vec(n, lo, hi));
         w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
-        if self.arch == SyntheticArch::Llama3 {
-            // Slower rotations for the low frequencies, as Llama 3.1's
-            // factors (1 for the fastest pairs up to 8 for the slowest).
-            let n = head_dim / 2;
-            let factors: Vec<f32> = (0..n).map(|i| 1.0 + 7.0 * i as f32 / n as f32).collect();
-            w.add_tensor("rope_freqs.weight", DType::F32, &[n], f32_bytes(&factors))?;
+        // Slower rotations for the low frequencies, as Llama 3.1's and
+        // LongRoPE's factors (1 for the fastest pairs up to `top` for the
+        // slowest).
+        let n_pairs = head_dim / 2;
+        let factors = |top: f32| -> Vec<u8> {
+            let f: Vec<f32> = (0..n_pairs)
+                .map(|i| 1.0 + (top - 1.0) * i as f32 / n_pairs as f32)
+                .collect();
+            f32_bytes(&f)
+        };
+        match self.arch {
+            SyntheticArch::Llama3 => {
+                w.add_tensor("rope_freqs.weight", DType::F32, &[n_pairs], factors(8.0))?;
+            }
+            SyntheticArch::Phi3 => {
+                // Short factors apply up to the training context.
+                w.add_tensor(
+                    "rope_factors_short.weight",
+                    DType::F32,
+                    &[n_pairs],
+                    factors(2.0),
+                )?;
+                w.add_tensor(
+                    "rope_factors_long.weight",
+                    DType::F32,
+                    &[n_pairs],
+                    factors(16.0),
+                )?;
+            }
+            _ => {}
         }
         for il in 0..self.n_layer {
             let name = |s: &str| format!("blk.{il}.{s}.weight");
             let t = self.weight_type;
             w.add_tensor(name("attn_norm"), DType::F32, &[e], ones(e))?;
             w.add_tensor(name("ffn_norm"), DType::F32, &[e], ones(e))?;
-            matrix(&mut w, name("attn_q"), t, [e, e])?;
-            matrix(&mut w, name("attn_k"), t, [e, kv])?;
-            matrix(&mut w, name("attn_v"), t, [e, kv])?;
+            if self.arch == SyntheticArch::Phi3 {
+                matrix(&mut w, name("attn_qkv"), t, [e, e + 2 * kv])?;
+            } else {
+                matrix(&mut w, name("attn_q"), t, [e, e])?;
+                matrix(&mut w, name("attn_k"), t, [e, kv])?;
+                matrix(&mut w, name("attn_v"), t, [e, kv])?;
+            }
             matrix(&mut w, name("attn_output"), t, [e, e])?;
-            matrix(&mut w, name("ffn_gate"), t, [e, ff])?;
-            matrix(&mut w, name("ffn_up"), t, [e, ff])?;
+            if self.arch == SyntheticArch::Phi3 {
+                matrix(&mut w, name("ffn_up"), t, [e, 2 * ff])?;
+            } else {
+                matrix(&mut w, name("ffn_gate"), t, [e, ff])?;
+                matrix(&mut w, name("ffn_up"), t, [e, ff])?;
+            }
             matrix(&mut w, name("ffn_down"), t, [ff, e])?;
             let bias = |s: &str| format!("blk.{il}.{s}.bias");
             match self.arch {
@@ -278,7 +319,10 @@ impl SyntheticLlama {
                         w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
                     }
                 }
-                SyntheticArch::Llama | SyntheticArch::Llama3 | SyntheticArch::SmolLM3 => {}
+                SyntheticArch::Llama
+                | SyntheticArch::Llama3
+                | SyntheticArch::SmolLM3
+                | SyntheticArch::Phi3 => {}
             }
         }
         w.write_file(path)
