@@ -276,6 +276,24 @@ impl StepInputs {
     }
 }
 
+/// Weights the graph reads only where the file has them (q/k/v/o biases),
+/// with the shape the hyperparameters imply.
+pub fn optional_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+    let (e, q, kv) = (c.n_embd, c.n_embd_q(), c.n_embd_kv());
+    let mut out = Vec::new();
+    for il in 0..c.n_layer {
+        let bias = |s: &str, n: usize| (format!("blk.{il}.{s}.bias"), vec![n]);
+        out.extend([
+            bias("attn_q", q),
+            bias("attn_k", kv),
+            bias("attn_v", kv),
+            bias("attn_qkv", q + 2 * kv),
+            bias("attn_output", e),
+        ]);
+    }
+    out
+}
+
 /// Every weight the graph reads, with the shape the hyperparameters imply.
 pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     let hd = c.head_dim;

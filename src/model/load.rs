@@ -9,8 +9,8 @@ use super::config::ModelConfig;
 use super::devices::{open_cpu, open_custom, open_wgpu, BackendChoice, BackendInfo, Opened};
 use super::eval::Evaluator;
 use super::kv_cache::KvCache;
-use super::llama_graph::expected_weights;
 use super::llama_graph::FlashAttn;
+use super::llama_graph::{expected_weights, optional_weights};
 use super::placement::{GpuSplit, LayerPlacement, SplitMode};
 use super::weights::Weights;
 use crate::backend::wgpu::AdapterChoice;
@@ -149,7 +149,10 @@ fn check_weights(file: &GgufFile, c: &ModelConfig) -> Result<()> {
             file.tensors().len()
         )));
     }
-    for (name, ne) in expected_weights(c) {
+    let optional = optional_weights(c)
+        .into_iter()
+        .filter(|(name, _)| file.tensor(name).is_some());
+    for (name, ne) in expected_weights(c).into_iter().chain(optional) {
         let info = file.require_tensor(&name)?;
         let want = crate::graph::shape4(&ne)?;
         if info.ne != want {
