@@ -142,10 +142,11 @@ fn greedy_tokens(m: &mut Model, text: &str) -> (Vec<u32>, Option<StopReason>) {
 
 /// Greedy generation through the public API matches llama.cpp's first
 /// [`GREEDY_STEPS`] tokens, except that it may part from them at a near-tie:
-/// a step whose top1-top2 margin is below [`GREEDY_MARGIN`]. greedy.json does
-/// not record llama.cpp's margins, so ours (teacher-forced on llama.cpp's
-/// tokens, the same logits greedy sees up to a divergence) stand in.
-fn check_greedy(m: &mut Model) -> Vec<String> {
+/// a step whose top1-top2 margin is below `near_tie`. greedy.json does not
+/// record llama.cpp's margins, so ours (teacher-forced on llama.cpp's
+/// tokens, the same logits greedy sees up to a divergence when both run one
+/// attention path) stand in.
+fn check_greedy(m: &mut Model, near_tie: f32) -> Vec<String> {
     let mut report = Vec::new();
     for r in greedy_refs() {
         let want = &r.generated[..GREEDY_STEPS];
@@ -163,7 +164,7 @@ fn check_greedy(m: &mut Model) -> Vec<String> {
         let margins: Vec<f32> = steps.iter().map(|s| s.1).collect();
         if same < GREEDY_STEPS {
             assert!(
-                margins[same] < GREEDY_MARGIN,
+                margins[same] < near_tie,
                 "{}: greedy parts from llama.cpp at step {same} (margin {}): {got:?} vs {want:?}",
                 r.name,
                 margins[same]
@@ -185,7 +186,7 @@ fn check_greedy(m: &mut Model) -> Vec<String> {
 #[test]
 fn greedy_matches_llama_cpp() {
     let mut m = model();
-    for line in check_greedy(&mut m) {
+    for line in check_greedy(&mut m, GREEDY_MARGIN) {
         eprintln!("{line}");
     }
 }
@@ -193,7 +194,7 @@ fn greedy_matches_llama_cpp() {
 #[test]
 fn greedy_matches_llama_cpp_on_wgpu() {
     let Some(mut m) = gpu_model() else { return };
-    for line in check_greedy(&mut m) {
+    for line in check_greedy(&mut m, GREEDY_MARGIN) {
         eprintln!("wgpu {line}");
     }
 }
@@ -833,7 +834,16 @@ fn check_flash_attn_modes(backend: BackendChoice, label: &str) {
             };
             check_reference_logits(&mut m, &label, min_agree);
         }
-        for line in check_greedy(&mut m) {
+        // With flash attention in decode steps only, greedy decodes through
+        // another attention path than the teacher-forced batch that gives
+        // the margins, so a step below FORCED_MARGIN is a near-tie: the
+        // margin under which the references' README expects greedy tokens
+        // to part (tests/data/llamacpp/README.md, "How close to expect").
+        let near_tie = match fa {
+            FlashAttn::Decode => FORCED_MARGIN,
+            _ => GREEDY_MARGIN,
+        };
+        for line in check_greedy(&mut m, near_tie) {
             eprintln!("{label} {line}");
         }
     }

@@ -22,6 +22,8 @@ use crate::{DType, Error, Result};
 mod avx2;
 mod portable;
 mod two_bit;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
 
 const BLOCK: usize = 32;
 
@@ -378,9 +380,20 @@ fn kernels() -> &'static Kernels {
 /// routine, once per block of every weight row.
 #[inline(always)]
 pub(super) fn f16_to_f32(h: f16) -> f32 {
-    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(|| (0..=u16::MAX).map(|b| f16::from_bits(b).to_f32()).collect());
-    table[usize::from(h.to_bits())]
+    f16_table()[usize::from(h.to_bits())]
+}
+
+/// [`f16_to_f32`]'s table, for loops that look it up many times (one
+/// check of its initialisation rather than one per value).
+pub(super) fn f16_table() -> &'static [f32; 1 << 16] {
+    static TABLE: std::sync::OnceLock<Box<[f32; 1 << 16]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = Box::new([0.0f32; 1 << 16]);
+        for (b, v) in t.iter_mut().enumerate() {
+            *v = f16::from_bits(b as u16).to_f32();
+        }
+        t
+    })
 }
 
 #[cfg(test)]

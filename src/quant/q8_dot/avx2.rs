@@ -43,6 +43,18 @@ pub(super) fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
 }
 
+/// A nibble block's 32 codes as unsigned bytes, with their fifth bits
+/// (q5_0/q5_1's `qh`) where `FIFTH`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn nibble_codes<const FIFTH: bool>(qs: &[u8; 16], qh: u32) -> __m256i {
+    let c = nibbles(qs);
+    if FIFTH {
+        _mm256_or_si256(c, fifth_bits(qh))
+    } else {
+        c
+    }
+}
+
 /// A block's 32 activation codes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn codes(xq: &[i8]) -> __m256i {
@@ -97,10 +109,7 @@ fn nibble_sums<'a, const FIFTH: bool, const N: usize>(
     let cols = xs.each_ref().map(|x| &x.packed[..]);
     let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
     for (i, (qs, qh, [d, o])) in blocks.take(n_blocks).enumerate() {
-        let mut c = nibbles(qs);
-        if FIFTH {
-            c = _mm256_or_si256(c, fifth_bits(qh));
-        }
+        let c = nibble_codes::<FIFTH>(qs, qh);
         let pair = u32::from(d.to_bits()) | (u32::from(o.to_bits()) << 16);
         let d_o = _mm_cvtph_ps(_mm_cvtsi32_si128(pair as i32));
         for j in 0..N {
@@ -156,7 +165,7 @@ pub(super) use cols_by_fours;
 
 /// A nibble block's codes, fifth bits (q5_0/q5_1) and (scale, offset
 /// factor).
-type Nibbles<'a> = (&'a [u8; 16], u32, [f16; 2]);
+pub(super) type Nibbles<'a> = (&'a [u8; 16], u32, [f16; 2]);
 
 /// `finish(dot, offset)` of each column's [`nibble_sums`] into `out`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -206,14 +215,7 @@ fn nibble_tile<B, const FIFTH: bool>(
     let mut offsets = [_mm256_setzero_ps(); 2];
     for i in 0..n_blocks {
         let w = rows.map(|r| unpack(&r[i]));
-        let c = w.map(|(qs, qh, _)| {
-            let c = nibbles(qs);
-            if FIFTH {
-                _mm256_or_si256(c, fifth_bits(qh))
-            } else {
-                c
-            }
-        });
+        let c = w.map(|(qs, qh, _)| nibble_codes::<FIFTH>(qs, qh));
         let h = |r: usize, f: usize| w[r].2[f].to_bits() as i16;
         let factors = _mm256_cvtph_ps(_mm_setr_epi16(
             h(0, 0),
@@ -267,7 +269,8 @@ fn nibble_tile<B, const FIFTH: bool>(
 /// Rows of nibble blocks (`per_row` each; the first is row `first_row`
 /// of its matrix) dotted with every column, `finish(dot, offset)` into
 /// `out`, a row's results after another's. Rows whose index is a multiple
-/// of four go four at a time through [`nibble_tile`], by column quads,
+/// of four go four at a time through [`nibble_tile`] (or, where the CPU
+/// has AVX-512 VNNI, [`super::vnni::nibble_tile`]), by column quads,
 /// whatever rows the caller's run starts at, so a row's results do not
 /// depend on how the rows were split over threads; the rest, and columns
 /// past the last quad, take [`nibble_columns`]'s loops.
@@ -289,6 +292,17 @@ fn nibble_rows<B, const FIFTH: bool>(
     let row = |r: usize| &blocks[r * per_row..][..per_row];
     let n_rows = (blocks.len() / per_row).min(out.len() / n);
     let (quads, rest) = (xs.chunks_exact(4), &xs[n - n % 4..]);
+    // The VNNI tile reads each column quad's scales side by side, gathered
+    // once for all the rows.
+    let vnni = super::vnni::available() && n_rows >= 4;
+    let quad_scales: Vec<Vec<[f32; 8]>> = match vnni {
+        true => quads
+            .clone()
+            .filter_map(|x4| <&[Q8Row; 4]>::try_from(x4).ok())
+            .map(super::vnni::column_scales)
+            .collect(),
+        false => Vec::new(),
+    };
     let mut r = 0;
     while r < n_rows {
         let dst = &mut out[r * n..];
@@ -298,7 +312,13 @@ fn nibble_rows<B, const FIFTH: bool>(
                 let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) else {
                     continue;
                 };
-                let (dots, offsets) = nibble_tile::<B, FIFTH>(rows, x4, unpack);
+                let (dots, offsets) = match quad_scales.get(q) {
+                    // SAFETY: the CPU has AVX-512 VNNI (checked above).
+                    Some(scales) => unsafe {
+                        super::vnni::nibble_tile::<B, FIFTH>(rows, x4, scales, unpack)
+                    },
+                    None => nibble_tile::<B, FIFTH>(rows, x4, unpack),
+                };
                 for (t, (dot, offset)) in dots.into_iter().zip(offsets).enumerate() {
                     dst[(t / 4) * n + 4 * q + t % 4] = finish(dot, offset);
                 }
