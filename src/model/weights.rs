@@ -108,20 +108,30 @@ fn checked_layout(info: &TensorInfo) -> Result<Layout> {
     Ok(layout)
 }
 
-/// Whether tensors of sizes `ne` (ggml order), one after another, read as
-/// one: matrices of one row length (their rows stacked) or vectors (one
-/// after another, e.g. the q/k/v biases).
-fn stackable<'a>(mut ne: impl Iterator<Item = &'a [usize; 4]> + Clone) -> bool {
-    let vectors = ne.clone().all(|n| n[1] * n[2] * n[3] == 1);
-    let Some(first) = ne.next() else {
-        return false;
-    };
-    vectors || ne.all(|n| n[0] == first[0] && n[2] * n[3] == 1) && first[2] * first[3] == 1
+/// How tensors stored one after another read as one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stack {
+    /// Matrices of one row length: their rows, stacked.
+    Rows,
+    /// Vectors (e.g. the q/k/v biases): their values, one run after another.
+    Values,
+}
+
+/// How tensors of sizes `ne` (ggml order) stack, if they do.
+fn stacking<'a>(ne: impl Iterator<Item = &'a [usize; 4]> + Clone) -> Option<Stack> {
+    let first = ne.clone().next()?;
+    if ne.clone().all(|n| n[1] * n[2] * n[3] == 1) {
+        return Some(Stack::Values);
+    }
+    let mut same_rows = ne;
+    same_rows
+        .all(|n| n[0] == first[0] && n[2] * n[3] == 1)
+        .then_some(Stack::Rows)
 }
 
 /// The group's names and backend when its tensors can be stored as one
 /// matrix or vector: all present, whole on one backend (within its buffer
-/// limit), of one type and [`stackable`].
+/// limit), of one type and [`stacking`] as one.
 fn joinable(
     group: &[String],
     infos: &HashMap<&str, &TensorInfo>,
@@ -141,7 +151,7 @@ fn joinable(
     let same = members.iter().all(|i| {
         matches!(place(&i.name, i.ne[1]), Home::On(x) if x.min(fallback) == b)
             && i.ggml_type == first.ggml_type
-    }) && stackable(members.iter().map(|i| &i.ne));
+    }) && stacking(members.iter().map(|i| &i.ne)).is_some();
     let total: usize = members.iter().map(|i| i.size).sum();
     (same && total <= backends[b].max_buffer_size()).then(|| (group.to_vec(), b))
 }
@@ -437,9 +447,9 @@ impl Weights {
         let Some(first) = weights.first() else {
             return Ok(None);
         };
-        if !stackable(weights.iter().map(|w| &w.layout.ne)) {
+        let Some(stack) = stacking(weights.iter().map(|w| &w.layout.ne)) else {
             return Ok(None);
-        }
+        };
         let (mut rows, mut values, mut end) = (0, 0, None);
         for w in &weights {
             let [part] = &w.parts[..] else {
@@ -453,10 +463,9 @@ impl Weights {
             values += w.layout.n_elements();
             end = Some((part.buffer, part.offset + w.layout.span_bytes()));
         }
-        let vectors = rows == weights.len();
-        let ne = match vectors {
-            true => vec![values],
-            false => vec![first.layout.ne[0], rows],
+        let ne = match stack {
+            Stack::Values => vec![values],
+            Stack::Rows => vec![first.layout.ne[0], rows],
         };
         let id = g.input(&names.join("+"), first.layout.dtype, &ne)?;
         let part = &first.parts[0];
@@ -513,6 +522,16 @@ mod tests {
     use crate::backend::cpu::CpuBackend;
     use crate::gguf::GgufWriter;
     use crate::DType;
+
+    #[test]
+    fn matrices_stack_by_rows_and_vectors_by_values() {
+        let stack = |ne: &[[usize; 4]]| stacking(ne.iter());
+        assert!(stack(&[[64, 8, 1, 1], [64, 4, 1, 1]]) == Some(Stack::Rows));
+        assert!(stack(&[[64, 1, 1, 1], [32, 1, 1, 1]]) == Some(Stack::Values));
+        assert!(stack(&[[64, 8, 1, 1], [32, 8, 1, 1]]).is_none());
+        assert!(stack(&[[64, 8, 2, 1], [64, 8, 2, 1]]).is_none());
+        assert!(stack(&[]).is_none());
+    }
 
     fn write(name: &str, w: &mut GgufWriter) -> std::path::PathBuf {
         let path = std::env::temp_dir().join(format!("wginfer-{}-{name}.gguf", std::process::id()));
