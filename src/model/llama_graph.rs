@@ -412,9 +412,9 @@ fn project<const N: usize>(
         .map_err(|_| Error::invalid("a projection lost a product"))
 }
 
-/// Views of consecutive rows of `all` (`[m, n]`, rows being the first
-/// dimension's runs): `rows[i]` of them each, `[rows[i], n]` strided by
-/// `all`'s row.
+/// `all` (`[m, n]`, a product whose output rows are stacked matrices')
+/// cut into views of consecutive output rows: `[rows[i], n]` each, strided
+/// by `all`'s row (q, k and v of a joined or fused projection).
 fn split_rows<const N: usize>(
     g: &mut Graph,
     all: TensorId,
