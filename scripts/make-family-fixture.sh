@@ -14,7 +14,7 @@ OUT=tests/data/llamacpp/families
 mkdir -p "$OUT"
 # The token ids tests/families.rs evaluates (TOKENS there).
 TOKENS="5 17 200 42 99 13 250 7 64 128 3 77 180 21 9 111 45 66 233 2 150 88 31 290"
-for arch in llama llama3 qwen2 qwen3 smollm3 phi3; do
+for arch in llama llama3 qwen2 qwen3 smollm3 phi3 mistral3; do
     model="$(mktemp --suffix=.gguf)"
     target/release/examples/synthetic "tiny@$arch" "$model" --seed 1
     # shellcheck disable=SC2086

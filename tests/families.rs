@@ -1,9 +1,10 @@
 //! The llama-like architectures beyond llama itself (Llama 3's rope
 //! frequency factors, Qwen 2's q/k/v biases and neox rope, Qwen 3's q/k
 //! norms, SmolLM3's layers without rope, Phi-3's fused projections and
-//! LongRoPE factors) against llama.cpp, on synthetic models: `tiny@ARCH` (f32 weights,
-//! so that both engines compute the same products) evaluated in one batch,
-//! every position's logits compared with llama.cpp's in
+//! LongRoPE factors, Mistral 3's YaRN with a log multiplier) against
+//! llama.cpp, on synthetic models: `tiny@ARCH` (f32 weights, so that both
+//! engines compute the same products) evaluated in one batch, every
+//! position's logits compared with llama.cpp's in
 //! `tests/data/llamacpp/families/` (made by scripts/make-family-fixture.sh).
 
 mod fixtures;
@@ -22,8 +23,9 @@ const TOKENS: [u32; 24] = [
 ];
 /// Largest difference from llama.cpp's logits allowed (they span about
 /// ±4; llama.cpp keeps K and V in f16 as wginfer does, and the two agree to
-/// within 0.007; ignoring Llama 3's factors moves them by up to 0.5, and
-/// roping SmolLM3's fourth layers by up to 0.4).
+/// within 0.007; ignoring Llama 3's factors moves them by up to 0.5,
+/// roping SmolLM3's fourth layers by up to 0.4, and Mistral 3's YaRN
+/// without its log multiplier by 0.15).
 const MAX_DIFF: f32 = 0.02;
 
 /// Every position's logits of `tiny@arch` on `backend`.
@@ -113,4 +115,9 @@ fn smollm3_matches_llama_cpp() {
 #[test]
 fn phi3_matches_llama_cpp() {
     on_every_backend("phi3");
+}
+
+#[test]
+fn mistral3_matches_llama_cpp() {
+    on_every_backend("mistral3");
 }

@@ -28,6 +28,11 @@ pub enum Family {
     /// rows first), neox rope, and LongRoPE's short/long frequency factors
     /// where the file has them.
     Phi3,
+    /// llama.cpp's `mistral3` graph (Ministral 3, Mistral Small 3.x):
+    /// llama's, with YaRN's attention factor scaled by
+    /// `rope.scaling.yarn_log_multiplier`, and attention temperature
+    /// scaling past the original context.
+    Mistral3,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -38,12 +43,14 @@ const FAMILIES: &[(&str, Family)] = &[
     ("qwen3", Family::Qwen3),
     ("smollm3", Family::SmolLM3),
     ("phi3", Family::Phi3),
+    ("mistral3", Family::Mistral3),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
-pub const SUPPORTED_ARCHITECTURES: &[&str] =
-    &["llama", "gemma3", "qwen2", "qwen3", "smollm3", "phi3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
+    "llama", "gemma3", "qwen2", "qwen3", "smollm3", "phi3", "mistral3",
+];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
 /// `set_swa_pattern(6)`), with their own rope base.
@@ -74,7 +81,7 @@ pub const ROPE_FACTORS_SHORT: &str = "rope_factors_short.weight";
 fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Result<RopeFactors> {
     let arch = g.architecture()?;
     let names: &[&str] = match family {
-        Family::Llama => &[ROPE_FACTORS],
+        Family::Llama | Family::Mistral3 => &[ROPE_FACTORS],
         Family::Phi3 => &[ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT],
         Family::Gemma3 | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => &[],
     };
@@ -152,6 +159,9 @@ pub struct ModelConfig {
     pub kq_scale: f32,
     /// Where rope's per-pair frequency factors come from, if anywhere.
     pub rope_factors: RopeFactors,
+    /// Attention temperature scale (`{arch}.attention.temperature_scale`,
+    /// Mistral 3); 0 for none.
+    pub attn_temp_scale: f32,
 }
 
 /// The tensors of rope frequency factors a file has (each f32, one value
@@ -240,15 +250,30 @@ impl ModelConfig {
             )));
         }
         let mode = match family {
-            Family::Llama | Family::SmolLM3 => RopeMode::Normal,
+            Family::Llama | Family::SmolLM3 | Family::Mistral3 => RopeMode::Normal,
             Family::Gemma3 | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => RopeMode::Neox,
         };
-        let rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
+        let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
+        let mut attn_temp_scale = 0.0;
+        if family == Family::Mistral3 {
+            // llama.cpp divides YaRN's attention factor by its magnitude
+            // scale at this multiplier (it reads the key for a few families).
+            let log_mul = g
+                .opt_f32(&key("rope.scaling.yarn_log_multiplier"))?
+                .unwrap_or(0.0);
+            let factor = 1.0 / rope.freq_scale;
+            if log_mul != 0.0 && rope.ext_factor != 0.0 && factor > 1.0 {
+                rope.attn_factor /= 1.0 + 0.1 * log_mul * factor.ln();
+            }
+            attn_temp_scale = g
+                .opt_f32(&key("attention.temperature_scale"))?
+                .unwrap_or(0.0);
+        }
         let rope_factors = rope_factors(g, family, &rope)?;
+        // Only Gemma 3's window is read (llama.cpp turns Phi-3's off).
         let n_swa = match family {
-            // llama.cpp turns Phi-3's window off.
-            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 | Family::Phi3 => 0,
             Family::Gemma3 => g.opt_usize(&key("attention.sliding_window"))?.unwrap_or(0),
+            _ => 0,
         };
         let mut rope_swa = rope;
         if n_swa > 0 {
@@ -285,7 +310,22 @@ impl ModelConfig {
                 _ => 1.0 / (head_dim as f32).sqrt(),
             },
             rope_factors,
+            attn_temp_scale,
         })
+    }
+
+    /// Checks that a context of `n_ctx` positions computes what llama.cpp
+    /// does: attention temperature scaling (Mistral 3) multiplies queries
+    /// by `1 + scale ln(floor(pos / n_ctx_orig) + 1)`, which is 1 below the
+    /// original context; past it the factor is not implemented.
+    pub fn check_context(&self, n_ctx: usize) -> Result<()> {
+        if self.attn_temp_scale != 0.0 && n_ctx > self.rope.n_ctx_orig {
+            return Err(Error::invalid(format!(
+                "{}: a context of {n_ctx} needs attention temperature scaling past the original {} positions, which wginfer does not implement; use a context of at most {}",
+                self.arch, self.rope.n_ctx_orig, self.rope.n_ctx_orig
+            )));
+        }
+        Ok(())
     }
 
     /// Whether layer `il` attends through the sliding window.
@@ -345,18 +385,16 @@ impl ModelConfig {
     /// The feed-forward's gate activation.
     pub fn activation(&self) -> Activation {
         match self.family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 | Family::Phi3 => {
-                Activation::Silu
-            }
             Family::Gemma3 => Activation::GeluTanh,
+            _ => Activation::Silu,
         }
     }
 
     /// What the token embeddings are multiplied by, if anything.
     pub fn embd_scale(&self) -> Option<f32> {
         match self.family {
-            Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 | Family::Phi3 => None,
             Family::Gemma3 => Some((self.n_embd as f32).sqrt()),
+            _ => None,
         }
     }
 
@@ -406,14 +444,15 @@ fn rope_params(
         .unwrap_or(n_ctx_train);
     match kind.as_str() {
         "none" => {}
-        "linear" | "yarn" => {
+        // LongRoPE's factors are tensors (see rope_factors).
+        "linear" | "yarn" | "longrope" => {
             if factor != 0.0 {
                 p.freq_scale = 1.0 / factor;
             }
         }
         other => {
             return Err(Error::invalid(format!(
-                "{arch}: rope scaling '{other}' is not supported (none, linear, yarn are)"
+                "{arch}: rope scaling '{other}' is not supported (none, linear, yarn, longrope are)"
             )))
         }
     }
@@ -591,6 +630,47 @@ mod tests {
     }
 
     #[test]
+    fn mistral3_scales_yarn_and_limits_the_context_to_the_original_one() {
+        let yarn = [
+            ("llama.rope.scaling.type", "yarn".into()),
+            ("llama.rope.scaling.factor", Value::F32(4.0)),
+            ("llama.rope.scaling.original_context_length", Value::U32(64)),
+        ];
+        let with = |extra: &[(&str, Value)]| {
+            let all: Vec<(&str, Value)> =
+                yarn.iter().cloned().chain(extra.iter().cloned()).collect();
+            ModelConfig::from_gguf(&meta_of("mistral3", &all, "")).unwrap()
+        };
+        let plain = with(&[]);
+        assert_eq!((plain.rope.attn_factor, plain.attn_temp_scale), (1.0, 0.0));
+        assert!(plain.check_context(1 << 20).is_ok());
+        let c = with(&[
+            ("llama.rope.scaling.yarn_log_multiplier", Value::F32(0.5)),
+            ("llama.attention.temperature_scale", Value::F32(0.1)),
+        ]);
+        let want = 1.0 / (1.0 + 0.05 * 4.0f32.ln());
+        assert!(
+            (c.rope.attn_factor - want).abs() < 1e-6,
+            "{}",
+            c.rope.attn_factor
+        );
+        assert!(c.check_context(64).is_ok());
+        let e = c.check_context(65).unwrap_err().to_string();
+        assert!(e.contains("temperature scaling"), "{e}");
+    }
+
+    #[test]
+    fn longrope_scaling_is_read_like_linear() {
+        let c = ModelConfig::from_gguf(&meta_of(
+            "phi3",
+            &[("llama.rope.scaling.type", "longrope".into())],
+            "",
+        ))
+        .unwrap();
+        assert_eq!((c.rope.freq_scale, c.rope.ext_factor), (1.0, 0.0));
+    }
+
+    #[test]
     fn qwen_families_are_llama_with_neox_rope() {
         for (arch, family, qk_norm) in [
             ("qwen2", Family::Qwen2, false),
@@ -630,10 +710,9 @@ mod tests {
         let e = ModelConfig::from_gguf(&meta(&[("general.architecture", "gpt2".into())], ""))
             .unwrap_err();
         assert!(e.to_string().contains("architecture 'gpt2'"), "{e}");
-        let e =
-            ModelConfig::from_gguf(&meta(&[("llama.rope.scaling.type", "longrope".into())], ""))
-                .unwrap_err();
-        assert!(e.to_string().contains("longrope"), "{e}");
+        let e = ModelConfig::from_gguf(&meta(&[("llama.rope.scaling.type", "dynamic".into())], ""))
+            .unwrap_err();
+        assert!(e.to_string().contains("'dynamic' is not supported"), "{e}");
         let e = ModelConfig::from_gguf(&meta(
             &[("llama.attention.head_count_kv", Value::U32(3))],
             "",

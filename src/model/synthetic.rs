@@ -3,7 +3,7 @@
 //! cannot reach, and tests that need a model without downloading one (also
 //! of the llama-like families: Llama 3's rope factors, Qwen 2's biases,
 //! Qwen 3's q/k norms, SmolLM3's layers without rope, Phi-3's fused
-//! projections and LongRoPE).
+//! projections and LongRoPE, Mistral 3's YaRN).
 //!
 //! Weights are random blocks with small scales (the values are meaningless,
 //! the work per token is the real model's); the vocabulary is one token per
@@ -34,6 +34,9 @@ pub enum SyntheticArch {
     /// `phi3`: one q/k/v and one gate/up matrix, neox rope, LongRoPE's
     /// short and long factors with a magnitude scale.
     Phi3,
+    /// `mistral3`: YaRN over a quarter of the training context with a
+    /// log multiplier, attention temperature scaling, rope factors.
+    Mistral3,
 }
 
 /// The shape and types of a synthetic llama model.
@@ -132,7 +135,7 @@ impl SyntheticLlama {
 
     /// The preset called `smollm2-135m`, `1b`, `8b` or `tiny`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
-    /// `qwen3`, `smollm3`, `phi3`) and with its layers' weight type after a colon
+    /// `qwen3`, `smollm3`, `phi3`, `mistral3`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -161,9 +164,10 @@ impl SyntheticLlama {
             Some("qwen3") => SyntheticArch::Qwen3,
             Some("smollm3") => SyntheticArch::SmolLM3,
             Some("phi3") => SyntheticArch::Phi3,
+            Some("mistral3") => SyntheticArch::Mistral3,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3 or phi3"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3 or mistral3"
             )))
             }
         };
@@ -202,6 +206,7 @@ impl SyntheticLlama {
             SyntheticArch::Qwen3 => "qwen3",
             SyntheticArch::SmolLM3 => "smollm3",
             SyntheticArch::Phi3 => "phi3",
+            SyntheticArch::Mistral3 => "mistral3",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -217,6 +222,16 @@ impl SyntheticLlama {
             .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
         if self.arch == SyntheticArch::Phi3 {
             w.add(key("rope.scaling.attn_factor"), 1.2f32);
+        }
+        if self.arch == SyntheticArch::Mistral3 {
+            w.add(key("rope.scaling.type"), "yarn")
+                .add(key("rope.scaling.factor"), 4.0f32)
+                .add(
+                    key("rope.scaling.original_context_length"),
+                    (self.n_ctx_train / 4) as u32,
+                )
+                .add(key("rope.scaling.yarn_log_multiplier"), 0.5f32)
+                .add(key("attention.temperature_scale"), 0.1f32);
         }
         // The 256 byte-level tokens first, so any text tokenizes (a byte a
         // token: there are no merges), then placeholders.
@@ -267,7 +282,7 @@ impl SyntheticLlama {
             f32_bytes(&f)
         };
         match self.arch {
-            SyntheticArch::Llama3 => {
+            SyntheticArch::Llama3 | SyntheticArch::Mistral3 => {
                 w.add_tensor("rope_freqs.weight", DType::F32, &[n_pairs], factors(8.0))?;
             }
             SyntheticArch::Phi3 => {
@@ -322,7 +337,8 @@ impl SyntheticLlama {
                 SyntheticArch::Llama
                 | SyntheticArch::Llama3
                 | SyntheticArch::SmolLM3
-                | SyntheticArch::Phi3 => {}
+                | SyntheticArch::Phi3
+                | SyntheticArch::Mistral3 => {}
             }
         }
         w.write_file(path)
