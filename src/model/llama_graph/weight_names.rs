@@ -1,0 +1,88 @@
+//! The weights the llama graph reads, by name, with the shapes the
+//! hyperparameters imply: what a file must hold, what it may hold, and
+//! which weights are worth storing back to back.
+
+use crate::model::config::ModelConfig;
+
+/// Weights the graph reads only where the file has them (q/k/v/o biases),
+/// with the shape the hyperparameters imply.
+pub fn optional_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+    let (e, q, kv) = (c.n_embd, c.n_embd_q(), c.n_embd_kv());
+    let mut out = Vec::new();
+    for il in 0..c.n_layer {
+        let bias = |s: &str, n: usize| (format!("blk.{il}.{s}.bias"), vec![n]);
+        out.extend([
+            bias("attn_q", q),
+            bias("attn_k", kv),
+            bias("attn_v", kv),
+            bias("attn_qkv", q + 2 * kv),
+            bias("attn_output", e),
+        ]);
+    }
+    out
+}
+
+/// Every weight the graph reads, with the shape the hyperparameters imply.
+pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+    let hd = c.head_dim;
+    let (e, q, kv, ff) = (c.n_embd, c.n_embd_q(), c.n_embd_kv(), c.n_ff);
+    let mut out = vec![
+        ("token_embd.weight".to_string(), vec![e, c.n_vocab]),
+        ("output_norm.weight".to_string(), vec![e]),
+    ];
+    if !c.tied_output {
+        out.push(("output.weight".to_string(), vec![e, c.n_vocab]));
+    }
+    for il in 0..c.n_layer {
+        let blk = |s: &str, ne: Vec<usize>| (format!("blk.{il}.{s}.weight"), ne);
+        out.extend([
+            blk("attn_norm", vec![e]),
+            blk("attn_output", vec![q, e]),
+            blk("ffn_norm", vec![e]),
+            blk("ffn_down", vec![ff, e]),
+        ]);
+        if c.fused_projections() {
+            out.extend([
+                blk("attn_qkv", vec![e, q + 2 * kv]),
+                blk("ffn_up", vec![e, 2 * ff]),
+            ]);
+        } else {
+            out.extend([
+                blk("attn_q", vec![e, q]),
+                blk("attn_k", vec![e, kv]),
+                blk("attn_v", vec![e, kv]),
+                blk("ffn_gate", vec![e, ff]),
+                blk("ffn_up", vec![e, ff]),
+            ]);
+        }
+        if c.has_qk_norm() {
+            out.extend([blk("attn_q_norm", vec![hd]), blk("attn_k_norm", vec![hd])]);
+        }
+        if c.has_post_norms() {
+            out.extend([
+                blk("post_attention_norm", vec![e]),
+                blk("post_ffw_norm", vec![e]),
+            ]);
+        }
+    }
+    out
+}
+
+/// Weights that one product can read as a single matrix, when stored back
+/// to back ([`crate::model::weights::Weights::plan`]): each layer's q, k, v and its gate, up.
+pub fn joined_weights(c: &ModelConfig) -> Vec<Vec<String>> {
+    let mut out = Vec::with_capacity(2 * c.n_layer);
+    for il in 0..c.n_layer {
+        let names = |parts: &[&str], kind: &str| {
+            parts
+                .iter()
+                .map(|p| format!("blk.{il}.{p}.{kind}"))
+                .collect::<Vec<_>>()
+        };
+        out.push(names(&["attn_q", "attn_k", "attn_v"], "weight"));
+        // Qwen 2's biases, added to the joined product at once.
+        out.push(names(&["attn_q", "attn_k", "attn_v"], "bias"));
+        out.push(names(&["ffn_gate", "ffn_up"], "weight"));
+    }
+    out
+}
