@@ -18,6 +18,12 @@
 // activation multiplied: b's value itself, or (a fused norm x weight) that
 // value normalised with its column's mean and scale and multiplied by the
 // norm's weight, or (a fused silu x up) silu of it times the up value.
+// A prologue with DEFER scales the row sums instead, after the reduction:
+// `deferred_part()` is each invocation's share of what the scale needs,
+// reduced with the sums, and `deferred_scale(total)` the factor.
+
+// Partial sums per invocation: one vec4 per column, and the deferred part.
+const PARTS: u32 = COLS + u32(DEFER);
 
 fn x_at(xrow: u32, u: u32, i: u32, st: vec2<f32>) -> f32 {
     let k = x_elem(u, i);
@@ -176,9 +182,16 @@ fn main(ids: Ids) {
         put_partial(2u, acc[2], ids);
         put_partial(3u, acc[3], ids);
     }
+    if (DEFER) {
+        put_partial(COLS, vec4<f32>(deferred_part(), 0.0, 0.0, 0.0), ids);
+    }
     sums_ready(ids);
     // Invocation j stores column j's four rows.
     if (ids.lid < COLS) {
-        store4(column_total(ids.lid, ids), m0, n0 + ids.lid, i2, i3);
+        var t = column_total(ids.lid, ids);
+        if (DEFER) {
+            t *= deferred_scale(column_total(COLS, ids).x);
+        }
+        store4(t, m0, n0 + ids.lid, i2, i3);
     }
 }

@@ -3,12 +3,31 @@
 // from norm_stats.wgsl, as norm.wgsl's do, and each activation becomes
 // (x - mean) * scale * weight, in norm.wgsl's order. p.y: weight offset in
 // its binding, eps (f32 bits).
+// rms_norm of one column defers its scale (DEFER): the rows are dotted
+// with x * weight, each invocation sums the squares of the x values it
+// loads (together they load the column once), and the kernel multiplies
+// the row sums by the scale after its one reduction. So the column is
+// read once, with no reduction before the weights' loads.
+
+const DEFER: bool = !CENTER && COLS == 1u;
+var<private> x_squares: f32;
+
+fn deferred_part() -> f32 {
+    return x_squares;
+}
+
+fn deferred_scale(squares: f32) -> f32 {
+    return 1.0 / sqrt(squares / f32(p.b.ne.x) + bitcast<f32>(p.y.y));
+}
 
 fn row_elem(xcol: u32, i: u32) -> f32 {
     return load_b(xcol + i * p.b.nb.x);
 }
 
 fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> {
+    if (DEFER) {
+        return vec2<f32>(0.0, 1.0);
+    }
     let n = p.b.ne.x;
     let eps = bitcast<f32>(p.y.y);
     if (CENTER || p.y.w == 0u || (n & 3u) != 0u) {
@@ -36,6 +55,12 @@ fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> {
 }
 
 fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {
+    if (DEFER) {
+        // Padded float rows ask past the column: those values count as 0.
+        let v = select(0.0, load_b(byte), k < p.b.ne.x);
+        x_squares = fma(v, v, x_squares);
+        return v * load_c(p.y.x + k * W_ES);
+    }
     return (load_b(byte) - st.x) * st.y * load_c(p.y.x + k * W_ES);
 }
 
@@ -51,5 +76,10 @@ fn weight_quad(k: u32) -> vec4<f32> {
 }
 
 fn x_quad(byte: u32, k: u32, st: vec2<f32>) -> vec4<f32> {
+    if (DEFER) {
+        let v = bitcast<vec4<f32>>(b_quad(byte));
+        x_squares += dot(v, v);
+        return v * weight_quad(k);
+    }
     return (bitcast<vec4<f32>>(b_quad(byte)) - st.x) * st.y * weight_quad(k);
 }

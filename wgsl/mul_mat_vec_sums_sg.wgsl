@@ -1,9 +1,9 @@
 // The mat-vec kernel's reduction with subgroup operations: each column's
 // four row sums are added over each subgroup (one vec4 subgroupAdd), the
 // subgroups' partials meet in shared memory, and one barrier separates the
-// two. Call put_partial for every column, then sums_ready, from uniform
+// two. Call put_partial for every part (PARTS), then sums_ready, from uniform
 // control flow; column_total is valid in any invocation afterwards.
-var<workgroup> partials: array<vec4<f32>, COLS * WG>;
+var<workgroup> partials: array<vec4<f32>, PARTS * WG>;
 
 fn put_partial(col: u32, v: vec4<f32>, ids: Ids) {
     let s = subgroupAdd(v);

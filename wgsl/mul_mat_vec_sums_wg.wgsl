@@ -1,9 +1,9 @@
 // The mat-vec kernel's reduction without subgroup operations: every
 // column's four row sums go through one tree over shared memory, all
 // columns in the same log2(WG) barrier steps. Call put_partial for every
-// column, then sums_ready, from uniform control flow; column_total is valid
-// in any invocation afterwards.
-var<workgroup> partials: array<vec4<f32>, COLS * WG>;
+// part (PARTS), then sums_ready, from uniform control flow; column_total is
+// valid in any invocation afterwards.
+var<workgroup> partials: array<vec4<f32>, PARTS * WG>;
 
 fn put_partial(col: u32, v: vec4<f32>, ids: Ids) {
     partials[col * WG + ids.lid] = v;
@@ -13,7 +13,7 @@ fn sums_ready(ids: Ids) {
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s >> 1u) {
         if (ids.lid < s) {
-            for (var c = 0u; c < COLS; c++) {
+            for (var c = 0u; c < PARTS; c++) {
                 partials[c * WG + ids.lid] += partials[c * WG + ids.lid + s];
             }
         }

@@ -121,6 +121,10 @@ pub fn cases() -> Result<Vec<Case>> {
             (false, DType::F16, DType::Q2K, 256, 17, 3),
             (false, DType::F16, DType::F16, 100, 9, 4),
             (true, DType::F32, DType::F32, 64, 16, 8),
+            // One column: the rms scale is deferred past the reduction,
+            // also over a padded float row and q6_K's scattered units.
+            (true, DType::F16, DType::F16, 100, 9, 1),
+            (true, DType::F32, DType::Q6K, 512, 20, 1),
         ] {
             let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
             let x = b.uniform(DType::F32, &[k, n], -4.0, 4.0)?;
