@@ -6,7 +6,9 @@
 // (Params has room for three tensors: q = a, K = b, the result = d).
 // p.x: V's offset and byte strides along dims, keys and heads;
 // p.y: the mask's offset and row stride, scale (f32 bits), query heads per
-// KV head; p.z: keys per split and splits. The encoder defines
+// KV head; p.z: keys per split, splits, and how K and V may be read in
+// words of two f16: K's rows of dims (bit 0), V's rows of dims (bit 1) or
+// V's rows of keys (bit 2, a transposed V). The encoder defines
 // `mask_at(key, query)` and adds `finish` (flash_attn_store.wgsl: the
 // result; flash_attn_partial.wgsl: the split's running max, sum and
 // unnormalised output, for flash_attn_merge.wgsl to combine, so that a
@@ -18,6 +20,73 @@ const NEG_INF: f32 = -3.40282347e38;
 
 var<workgroup> qs: array<f32, MAX_D>;
 var<workgroup> ps: array<f32, WG>;
+// Paired V: each invocation's sums of two dims over its share of a tile's keys.
+var<workgroup> vsums: array<vec2<f32>, WG>;
+
+// Query . key j, two dims per load when K is paired (p.z.z bit 0).
+fn score(kb: u32, d: u32) -> f32 {
+    var dot = 0.0;
+    if ((p.z.z & 1u) != 0u) {
+        for (var i = 0u; i < d; i += 2u) {
+            let k2 = unpack2x16float(b_word(kb + 2u * i));
+            dot = fma(qs[i], k2.x, fma(qs[i + 1u], k2.y, dot));
+        }
+        return dot;
+    }
+    for (var i = 0u; i < d; i++) {
+        dot = fma(qs[i], load_b(kb + i * p.b.nb.x), dot);
+    }
+    return dot;
+}
+
+// V transposed, keys paired (p.z.z bit 2): Σ ps[jj] V[dim] over the
+// tile's n keys t0.. for dim, four keys (two words) per step. ps is 0 past
+// n, and the words there lie in V's row or past its binding (read as 0).
+fn weigh_values_key_pairs(t0: u32, n: u32, hk: u32, dim: u32) -> f32 {
+    let row = p.x.x + dim * p.x.y + hk * p.x.w + 2u * t0;
+    var s = 0.0;
+    for (var jj = 0u; jj < n; jj += 4u) {
+        let w = vec4<f32>(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u]);
+        let v = vec4<f32>(unpack2x16float(c_word(row + 2u * jj)), unpack2x16float(c_word(row + 2u * jj + 4u)));
+        // Masked keys weigh 0 and may lie over unwritten rows.
+        s += dot(w, select(vec4<f32>(0.0), v, w != vec4<f32>(0.0)));
+    }
+    return s;
+}
+
+// Paired V (p.z.z bit 1): Σ ps[jj] V[dim] over the tile's n keys t0.., for the
+// dims lid and lid + WG. The invocations split the tile's keys into groups,
+// each invocation one word (two dims) of one group, so a tile takes n /
+// groups steps rather than n; the groups' sums meet in `vsums`. Call from
+// uniform control flow.
+fn weigh_values_paired(t0: u32, n: u32, hk: u32, dv: u32, lid: u32) -> vec2<f32> {
+    let words = dv / 2u;
+    let groups = WG / words;
+    let w = lid % words;
+    let group = lid / words;
+    var s = vec2<f32>(0.0);
+    if (group < groups) {
+        let vb = p.x.x + 4u * w + hk * p.x.w;
+        for (var jj = group; jj < n; jj += groups) {
+            let wt = ps[jj];
+            let v2 = unpack2x16float(c_word(vb + (t0 + jj) * p.x.z));
+            // Masked keys weigh 0 and may lie over unwritten rows.
+            s = fma(vec2<f32>(wt), select(vec2<f32>(0.0), v2, wt != 0.0), s);
+        }
+    }
+    vsums[lid] = s;
+    workgroupBarrier();
+    var out = vec2<f32>(0.0);
+    for (var g = 0u; g < groups; g++) {
+        if (lid < dv) {
+            out.x += vsums[g * words + lid / 2u][lid & 1u];
+        }
+        if (lid + WG < dv) {
+            out.y += vsums[g * words + (lid + WG) / 2u][lid & 1u];
+        }
+    }
+    return out;
+}
 
 fn v_at(key: u32, kv_head: u32, dim: u32) -> f32 {
     return load_c(p.x.x + dim * p.x.y + key * p.x.z + kv_head * p.x.w);
@@ -53,12 +122,7 @@ fn main(ids: Ids) {
         let j = t0 + ids.lid;
         var s = NEG_INF;
         if (j < n_kv) {
-            let kb = addr(p.b, vec4<u32>(0u, j, hk, 0u));
-            var dot = 0.0;
-            for (var i = 0u; i < d; i++) {
-                dot = fma(qs[i], load_b(kb + i * p.b.nb.x), dot);
-            }
-            s = dot * scale + mask_at(j, iq);
+            s = score(addr(p.b, vec4<u32>(0u, j, hk, 0u)), d) * scale + mask_at(j, iq);
         }
         let m_new = max(m, wg_max(s, ids));
         // While every key so far is masked there is nothing to weigh.
@@ -74,7 +138,19 @@ fn main(ids: Ids) {
         let n = min(WG, n_kv - t0);
         var s0 = 0.0;
         var s1 = 0.0;
-        for (var jj = 0u; jj < n; jj++) {
+        if ((p.z.z & 2u) != 0u) {
+            let sv = weigh_values_paired(t0, n, hk, dv, ids.lid);
+            s0 = sv.x;
+            s1 = sv.y;
+        } else if ((p.z.z & 4u) != 0u) {
+            if (ids.lid < dv) {
+                s0 = weigh_values_key_pairs(t0, n, hk, ids.lid);
+            }
+            if (ids.lid + WG < dv) {
+                s1 = weigh_values_key_pairs(t0, n, hk, ids.lid + WG);
+            }
+        }
+        for (var jj = select(0u, n, (p.z.z & 6u) != 0u); jj < n; jj++) {
             let w = ps[jj];
             if (w != 0.0) {
                 if (ids.lid < dv) {

@@ -116,10 +116,29 @@ pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
         (n_kv.max(1), 1)
     };
     let groups = u32::try_from(n[1] * n[2] * splits).map_err(|_| too_large())?;
+    // f16 rows of contiguous dims at word-aligned starts load two dims per word.
+    let paired = |t: TensorId, at: &TensorParams| {
+        enc.graph.layout(t).dtype == DType::F16
+            && at.ne[0] % 2 == 0
+            && at.nb[0] == 2
+            && [at.offset, at.nb[1], at.nb[2]].iter().all(|b| b % 4 == 0)
+    };
+    // A transposed V's rows of keys are read a tile at a time from the
+    // tile's start, a multiple of WG (even), so any key count pairs.
+    let v_keys_paired = enc.graph.layout(v).dtype == DType::F16
+        && vp.nb[1] == 2
+        && [vp.offset, vp.nb[0], vp.nb[2]].iter().all(|b| b % 4 == 0);
+    let pairs = if paired(v, &vp) {
+        2
+    } else if v_keys_paired {
+        4
+    } else {
+        0
+    };
     params.z = [
         u32::try_from(chunk).map_err(|_| too_large())?,
         splits as u32,
-        0,
+        u32::from(paired(k, &params.b)) | pairs,
         0,
     ];
     let wg = enc.workgroup(WG);
