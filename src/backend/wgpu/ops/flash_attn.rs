@@ -119,15 +119,19 @@ pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
     // f16 rows of contiguous dims at word-aligned starts load two dims per word.
     let paired = |t: TensorId, at: &TensorParams| {
         enc.graph.layout(t).dtype == DType::F16
-            && at.ne[0] % 2 == 0
+            && at.ne[0].is_multiple_of(2)
             && at.nb[0] == 2
-            && [at.offset, at.nb[1], at.nb[2]].iter().all(|b| b % 4 == 0)
+            && [at.offset, at.nb[1], at.nb[2]]
+                .iter()
+                .all(|b| b.is_multiple_of(4))
     };
     // A transposed V's rows of keys are read a tile at a time from the
     // tile's start, a multiple of WG (even), so any key count pairs.
     let v_keys_paired = enc.graph.layout(v).dtype == DType::F16
         && vp.nb[1] == 2
-        && [vp.offset, vp.nb[0], vp.nb[2]].iter().all(|b| b % 4 == 0);
+        && [vp.offset, vp.nb[0], vp.nb[2]]
+            .iter()
+            .all(|b| b.is_multiple_of(4));
     let pairs = if paired(v, &vp) {
         2
     } else if v_keys_paired {
