@@ -7,6 +7,7 @@
 mod cores;
 mod ops;
 mod strided;
+mod workers;
 
 pub use ops::argmax::row_argmax;
 pub use strided::Src;
@@ -80,7 +81,7 @@ fn cpu_buffer(buffer: &BufferHandle) -> Result<&CpuBuffer> {
 pub struct CpuBackend {
     /// Workers kept for the backend's life (spawning threads per op cost
     /// more than a small model's decode ops), `None` with one thread.
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<workers::Workers>,
     owner: u64,
     quantized_dots: bool,
 }
@@ -102,12 +103,7 @@ impl CpuBackend {
     pub fn with_threads(threads: usize) -> CpuBackend {
         let threads = threads.max(1);
         let pool = (threads > 1)
-            .then(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("wginfer-cpu-{i}"))
-                    .build()
-            })
+            .then(|| workers::Workers::new(threads))
             .and_then(|built| {
                 built
                     .map_err(|e| log::warn!("cpu: no worker pool ({e}); ops run on one thread"))
@@ -134,9 +130,7 @@ impl CpuBackend {
 
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
-        self.pool
-            .as_ref()
-            .map_or(1, rayon::ThreadPool::current_num_threads)
+        self.pool.as_ref().map_or(1, workers::Workers::threads)
     }
 
     /// Runs `f` on the node's sources, each read-locked once.
@@ -340,9 +334,9 @@ impl Backend for CpuBackend {
             }
             Ok(())
         };
-        // Parallel ops split their work over the pool they run in.
+        // Parallel ops split their work over the workers they run in.
         match &self.pool {
-            Some(pool) => pool.install(run),
+            Some(pool) => pool.enter(run),
             None => run(),
         }
     }

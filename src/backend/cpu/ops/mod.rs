@@ -10,8 +10,9 @@ mod rope;
 mod softmax;
 pub(crate) mod top_k;
 
-use rayon::prelude::*;
+use std::sync::Mutex;
 
+use super::workers::Workers;
 use super::Src;
 use crate::graph::{Node, Op};
 use crate::{Error, Result};
@@ -69,23 +70,48 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
 }
 
 /// Splits `out` into chunks of `chunk` values and fills them on up to
-/// `threads` workers of the rayon pool it runs in (the backend's own,
-/// installed around each compute); `fill(first_chunk_index, chunks)` gets
-/// consecutive chunks.
-fn parallel_fill(
-    out: &mut [f32],
+/// `threads` of the workers it runs in (the backend's own, entered around
+/// each compute); `fill(first_chunk_index, chunks)` gets consecutive
+/// chunks. The first error any part returns is returned.
+fn parallel_fill<T: Send>(
+    out: &mut [T],
     chunk: usize,
     threads: usize,
-    fill: impl Fn(usize, &mut [f32]) -> Result<()> + Sync,
+    fill: impl Fn(usize, &mut [T]) -> Result<()> + Sync,
 ) -> Result<()> {
     let n_chunks = out.len() / chunk.max(1);
-    let per_thread = n_chunks.div_ceil(threads.max(1)).max(1);
-    if threads <= 1 || n_chunks <= 1 {
-        return fill(0, out);
-    }
-    out.par_chunks_mut(per_thread * chunk)
-        .enumerate()
-        .try_for_each(|(t, part)| fill(t * per_thread, part))
+    Workers::with_current(|workers| {
+        let threads = threads.min(workers.map_or(1, Workers::threads));
+        let per_thread = n_chunks.div_ceil(threads.max(1)).max(1);
+        let Some(workers) = workers.filter(|_| threads > 1 && n_chunks > 1) else {
+            return fill(0, out);
+        };
+        // Worker i fills parts i, i + threads, ... (a last partial chunk
+        // makes one more part); each part's lock is taken once, uncontended.
+        let parts: Vec<Mutex<&mut [T]>> = out
+            .chunks_mut(per_thread * chunk.max(1))
+            .map(Mutex::new)
+            .collect();
+        let failed: Mutex<Option<Error>> = Mutex::new(None);
+        workers.run(&|i| {
+            if i >= threads {
+                return;
+            }
+            for (j, part) in parts.iter().enumerate().skip(i).step_by(threads) {
+                let mut part = part.lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = fill(j * per_thread, &mut part) {
+                    failed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                }
+            }
+        });
+        match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
 }
 
 /// `src`'s values as f32 in logical order; a large strided or converted

@@ -3,8 +3,6 @@
 //! weights take activations quantized to q8 blocks (ggml's CPU path,
 //! [`q8_dot`]) and f16 weights a vectorized f16 dot ([`f16_dot`]).
 
-use rayon::prelude::*;
-
 use super::{parallel_fill, values_f32, Src};
 use crate::quant::f16_dot;
 use crate::quant::q8_dot::{self, Q8Row};
@@ -46,20 +44,16 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
         && k > 0
         && k.is_multiple_of(32)
     {
-        let quantize = |col: &[f32]| {
-            let mut q = Q8Row::default();
-            q.quantize(col).map(|_| q)
-        };
-        // A prompt's columns are quantized by the pool (5% of a prompt
+        // A prompt's columns are quantized by the workers (5% of a prompt
         // on one thread).
-        let columns = if threads > 1 && bv.len() > k {
-            bv.par_chunks_exact(k)
-                .map(quantize)
-                .collect::<Result<Vec<_>>>()
-        } else {
-            bv.chunks_exact(k).map(quantize).collect::<Result<Vec<_>>>()
-        };
-        Some((q8_dot::RowDots::new(dtype, k)?, columns?))
+        let mut columns = vec![Q8Row::default(); bv.len() / k];
+        parallel_fill(&mut columns, 1, threads, |first, part| {
+            for (j, q) in part.iter_mut().enumerate() {
+                q.quantize(&bv[(first + j) * k..][..k])?;
+            }
+            Ok(())
+        })?;
+        Some((q8_dot::RowDots::new(dtype, k)?, columns))
     } else {
         None
     };
