@@ -303,6 +303,7 @@ fn nibble_rows<B, const FIFTH: bool>(
             .collect(),
         false => Vec::new(),
     };
+    let ahead = super::prefetch_rows::<B>(per_row);
     let mut r = 0;
     while r < n_rows {
         let dst = &mut out[r * n..];
@@ -329,6 +330,7 @@ fn nibble_rows<B, const FIFTH: bool>(
             }
             r += 4;
         } else {
+            super::prefetch_row(blocks, per_row, r + ahead);
             let w = row(r);
             nibble_columns::<FIFTH, _>(|| w.iter().map(unpack), xs, &mut dst[..n], finish);
             r += 1;
@@ -538,9 +540,6 @@ pub fn q6_k(blocks: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]) {
     cols_by_fours!(q6_k_cols(blocks), xs, out);
 }
 
-/// Blocks ahead of the one being dotted that the q8_0 loop prefetches.
-const PREFETCH_BLOCKS: usize = 24;
-
 /// q8_0 against N columns: |w| times x with w's sign, unsigned times
 /// signed as `vpmaddubsw` takes them; each block's |w| is made once for
 /// the N columns.
@@ -550,9 +549,6 @@ fn q8_0_cols<const N: usize>(blocks: &[BlockQ8_0], xs: &[Q8Row; N]) -> [f32; N] 
     let cols = xs.each_ref().map(|x| &x.packed[..]);
     let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
     for (i, w) in blocks.iter().take(n_blocks).enumerate() {
-        // Rows are short (a 640-wide row is 20 blocks) and read once: ask
-        // for the blocks ahead, into the next rows, before they are needed.
-        _mm_prefetch::<_MM_HINT_T0>(blocks.as_ptr().wrapping_add(i + PREFETCH_BLOCKS).cast());
         let (wq, d) = (codes(&w.qs), scale(w.d));
         let magnitude = _mm256_sign_epi8(wq, wq);
         for j in 0..N {
