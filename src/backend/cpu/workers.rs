@@ -102,7 +102,7 @@ impl Workers {
         self.handles.len() + 1
     }
 
-    /// Runs `f` with these workers as the ones [`Workers::current`] gives
+    /// Runs `f` with these workers as the ones [`Workers::with_current`] gives
     /// on this thread.
     pub fn enter<T>(&self, f: impl FnOnce() -> T) -> T {
         struct Restore(Option<*const Workers>);

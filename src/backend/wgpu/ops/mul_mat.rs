@@ -136,7 +136,7 @@ const COLS_CONST: [&str; 3] = [
     "const COLS: u32 = 4u;\n",
 ];
 /// The mat-vec kernel's final reduction, with subgroup operations or
-/// without (by [`Reduction`](crate::backend::wgpu::Reduction) variant).
+/// without (by [`Reduction`] variant).
 const VEC_SUMS: [&str; 2] = [
     include_str!("../../../../wgsl/mul_mat_vec_sums_sg.wgsl"),
     include_str!("../../../../wgsl/mul_mat_vec_sums_wg.wgsl"),
