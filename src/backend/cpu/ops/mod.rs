@@ -93,7 +93,7 @@ fn parallel_fill<T: Send>(
             .map(Mutex::new)
             .collect();
         let failed: Mutex<Option<Error>> = Mutex::new(None);
-        workers.run(&|i| {
+        let finished = workers.run(&|i| {
             if i >= threads {
                 return;
             }
@@ -109,6 +109,10 @@ fn parallel_fill<T: Send>(
         });
         match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(e) => Err(e),
+            None if !finished => Err(Error::Backend {
+                backend: "cpu".into(),
+                msg: "a worker thread panicked".into(),
+            }),
             None => Ok(()),
         }
     })
