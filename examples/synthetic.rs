@@ -10,7 +10,7 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(about = "Write a random-weight model of a preset shape to a GGUF file")]
 struct Args {
-    /// smollm2-135m, 1b, 8b or tiny, optionally as another architecture
+    /// smollm2-135m, 1b, 8b, tiny or tiny-k, optionally as another architecture
     /// and with a weight type (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`)
     shape: String,
     /// The file to write

@@ -28,6 +28,9 @@ TYPES = {
     # Last, so that the types above draw the same bytes as before they came.
     "q2_K": (T.Q2_K, 84, [80, 82]),
     "q3_K": (T.Q3_K, 110, [108]),
+    # Later still, for the same reason.
+    "iq4_nl": (T.IQ4_NL, 18, [0]),
+    "iq4_xs": (T.IQ4_XS, 136, [0]),
 }
 BLOCKS = 8
 

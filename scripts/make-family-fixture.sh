@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes llama.cpp's logits for the synthetic `tiny` model of each llama-like
-# architecture (tests/data/llamacpp/families/ARCH.f32), which
-# tests/families.rs compares wginfer's with. Needs llama.cpp built by
+# architecture (tests/data/llamacpp/families/ARCH.f32) and of each weight
+# type (SHAPE.TYPE.f32), which tests/families.rs compares wginfer's with.
+# Needs llama.cpp built by
 # scripts/llama-cpp-cpu.sh; run once, when the fixture's models change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +15,15 @@ OUT=tests/data/llamacpp/families
 mkdir -p "$OUT"
 # The token ids tests/families.rs evaluates (TOKENS there).
 TOKENS="5 17 200 42 99 13 250 7 64 128 3 77 180 21 9 111 45 66 233 2 150 88 31 290"
-for arch in llama llama3 qwen2 qwen3 smollm3 phi3 mistral3; do
+# tiny@ARCH is written to ARCH.f32, SHAPE:TYPE to SHAPE.TYPE.f32.
+for preset in tiny@llama tiny@llama3 tiny@qwen2 tiny@qwen3 tiny@smollm3 tiny@phi3 tiny@mistral3 \
+    tiny:q5_0 tiny:iq4_nl tiny-k:q2_K tiny-k:q3_K tiny-k:q4_K tiny-k:q5_K tiny-k:q6_K tiny-k:iq4_xs; do
+    name="${preset#tiny@}"
+    name="${name/:/.}"
     model="$(mktemp --suffix=.gguf)"
-    target/release/examples/synthetic "tiny@$arch" "$model" --seed 1
+    target/release/examples/synthetic "$preset" "$model" --seed 1
     # shellcheck disable=SC2086
-    LD_LIBRARY_PATH=.llama-cpp/build/bin .llama-cpp/logits "$model" "$OUT/$arch.f32" $TOKENS
+    LD_LIBRARY_PATH=.llama-cpp/build/bin .llama-cpp/logits "$model" "$OUT/$name.f32" $TOKENS
     rm -f "$model"
 done
 echo "wrote $OUT"

@@ -37,13 +37,19 @@ pub enum DType {
     Q5K,
     /// 256 values: 6-bit values in 16 groups with 8-bit scales, f16 super-scale.
     Q6K,
+    /// 32 values: f16 scale + 16 bytes of 4-bit indices into a fixed
+    /// non-uniform table of 16 values.
+    IQ4NL,
+    /// 256 values: iq4_nl's indices in 8 groups of 32, each with a 6-bit
+    /// signed scale; f16 super-scale.
+    IQ4XS,
     /// 32-bit signed integer (token ids, positions, row indices).
     I32,
 }
 
 impl DType {
     /// Every type wginfer knows.
-    pub const ALL: [DType; 14] = [
+    pub const ALL: [DType; 16] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -59,6 +65,8 @@ impl DType {
         // them keep their seeds.
         DType::Q2K,
         DType::Q3K,
+        DType::IQ4NL,
+        DType::IQ4XS,
         DType::I32,
     ];
 
@@ -66,8 +74,10 @@ impl DType {
     pub const fn block_elems(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
-            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
-            DType::Q2K | DType::Q3K | DType::Q4K | DType::Q5K | DType::Q6K => 256,
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::IQ4NL => {
+                32
+            }
+            DType::Q2K | DType::Q3K | DType::Q4K | DType::Q5K | DType::Q6K | DType::IQ4XS => 256,
         }
     }
 
@@ -86,6 +96,8 @@ impl DType {
             DType::Q4K => 144,
             DType::Q5K => 176,
             DType::Q6K => 210,
+            DType::IQ4NL => 18,
+            DType::IQ4XS => 136,
         }
     }
 
@@ -120,6 +132,8 @@ impl DType {
             DType::Q4K => 12,
             DType::Q5K => 13,
             DType::Q6K => 14,
+            DType::IQ4NL => 20,
+            DType::IQ4XS => 23,
             DType::I32 => 26,
         }
     }
@@ -145,6 +159,8 @@ impl DType {
             DType::Q4K => "q4_K",
             DType::Q5K => "q5_K",
             DType::Q6K => "q6_K",
+            DType::IQ4NL => "iq4_nl",
+            DType::IQ4XS => "iq4_xs",
             DType::I32 => "i32",
         }
     }

@@ -128,7 +128,8 @@ fn tensor_specs() -> Vec<(&'static str, u32, Vec<usize>)> {
         ("q5_K", DType::Q5K.ggml_id(), vec![512]),
         ("q2_K", DType::Q2K.ggml_id(), vec![256, 3]),
         ("q3_K", DType::Q3K.ggml_id(), vec![512, 1, 1]),
-        ("iq4_xs.unsupported", 23, vec![512]),
+        ("iq4_xs", DType::IQ4XS.ggml_id(), vec![512]),
+        ("iq3_s.unsupported", 21, vec![512]),
         ("iq2_xxs.unsupported", 16, vec![256]),
         ("mxfp4.unsupported", 39, vec![32, 3]),
     ]

@@ -874,6 +874,8 @@ fn k_quant_and_q5_models_agree_across_backends() {
         DType::Q6K,
         DType::Q2K,
         DType::Q3K,
+        DType::IQ4NL,
+        DType::IQ4XS,
     ] {
         let spec = SyntheticLlama {
             arch: Default::default(),

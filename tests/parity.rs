@@ -193,10 +193,10 @@ llama_cpp_tests! {
     llama_cpp_norm => "NORM": 60,
     llama_cpp_rms_norm => "RMS_NORM": 50,
     llama_cpp_diag_mask_inf => "DIAG_MASK_INF": 3,
-    llama_cpp_mul_mat => "MUL_MAT": 960,
-    llama_cpp_get_rows => "GET_ROWS": 112,
+    llama_cpp_mul_mat => "MUL_MAT": 988,
+    llama_cpp_get_rows => "GET_ROWS": 128,
     llama_cpp_rope => "ROPE": 274,
-    llama_cpp_cpy => "CPY": 313,
+    llama_cpp_cpy => "CPY": 335,
     llama_cpp_cont => "CONT": 78,
 }
 

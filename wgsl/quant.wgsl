@@ -2,7 +2,7 @@
 // `a` as f32 weights, and `x_elem_*` say which row elements a unit's weights
 // belong to, so the kernels gather the matching activations once and reuse
 // them across rows. Units are numbered so that consecutive units read
-// consecutive words: a q4_0/q4_1/q5_0/q5_1 unit is one code word of a block
+// consecutive words: a q4_0/q4_1/q5_0/q5_1/iq4_nl unit is one code word of a block
 // (values 4w..4w+4 and 16+4w..16+4w+4), a q8_0 unit two, a q4_K/q5_K unit
 // two (nibbles of one sub-block), a q2_K/q3_K unit two (2-bit fields of
 // eight consecutive values), a q6_K unit one ql and one qh word;
@@ -621,4 +621,50 @@ fn plain_unit(u: Unit) -> Unit {
 
 fn Unit_head(u: Unit) -> vec2<f32> {
     return vec2<f32>(1.0, 0.0);
+}
+
+// iq4_nl (18 bytes): f16 d, 16 bytes of codes laid out as q4_0's; value =
+// d * the table value of the code (IQ4_TABLE: the 16 signed bytes).
+fn iq4_values(codes: vec4<u32>) -> vec4<f32> {
+    let t = bitcast<vec4<i32>>(vec4<u32>(IQ4_TABLE[codes.x >> 2u], IQ4_TABLE[codes.y >> 2u], IQ4_TABLE[codes.z >> 2u], IQ4_TABLE[codes.w >> 2u]));
+    return vec4<f32>(vec4<i32>(extractBits(t.x, 8u * (codes.x & 3u), 8u), extractBits(t.y, 8u * (codes.y & 3u), 8u), extractBits(t.z, 8u * (codes.z & 3u), 8u), extractBits(t.w, 8u * (codes.w & 3u), 8u)));
+}
+
+// Eight iq4 values of code word q (values 4w..4w+4 and 16+4w..16+4w+4 of
+// a 32-value group) at `step`.
+fn iq4_unit(q: u32, step: f32) -> Unit {
+    return Unit(iq4_values(unpack4xU8(q & 0x0f0f0f0fu)) * step, iq4_values(unpack4xU8((q >> 4u) & 0x0f0f0f0fu)) * step);
+}
+
+fn dq_iq4_nl(s: u32, w: u32) -> Unit {
+    return iq4_unit(a_u32_at(s + IQ4_NL_QS + 4u * w), f16_lo(a_u32_at(s + IQ4_NL_D)));
+}
+
+fn iq4_nl_quad(s: u32) -> UnitQuad {
+    let d = f16_lo(a_u32_at(s + IQ4_NL_D));
+    let q = a_vec4_at(s + IQ4_NL_QS);
+    return UnitQuad(iq4_unit(q.x, d), iq4_unit(q.y, d), iq4_unit(q.z, d), iq4_unit(q.w, d));
+}
+
+// iq4_xs (136 bytes): f16 d, u16 scales_h, scales_l[4], qs[128]: eight
+// iq4_nl groups without their scales; group `sub` steps d * (scale - 32),
+// its 6-bit scale's low bits nibble `sub` of scales_l, its top bits bits
+// 2 sub.. of scales_h.
+fn iq4_xs_step(s: u32, sub: u32) -> f32 {
+    let d = f16_lo(a_u32_at(s + IQ4_XS_D));
+    let high = (a_u32_at(s + IQ4_XS_SCALES_H) >> (2u * sub)) & 3u;
+    let low = (a_u32_at(s + IQ4_XS_SCALES_L) >> (4u * sub)) & 15u;
+    return d * (f32(low | (high << 4u)) - 32.0);
+}
+
+// Unit r (0..32) of the block at s: code word r & 3 of group r >> 2.
+fn dq_iq4_xs(s: u32, r: u32) -> Unit {
+    let sub = r >> 2u;
+    return iq4_unit(a_u32_at(s + IQ4_XS_QS + 16u * sub + 4u * (r & 3u)), iq4_xs_step(s, sub));
+}
+
+fn iq4_xs_quad(s: u32, sub: u32) -> UnitQuad {
+    let step = iq4_xs_step(s, sub);
+    let q = a_vec4_at(s + IQ4_XS_QS + 16u * sub);
+    return UnitQuad(iq4_unit(q.x, step), iq4_unit(q.y, step), iq4_unit(q.z, step), iq4_unit(q.w, step));
 }

@@ -188,13 +188,13 @@ mod tests {
             name: "x".into(),
             n_dims: 1,
             ne: [256, 1, 1, 1],
-            ggml_type: 23,
+            ggml_type: 21,
             offset: 0,
-            size: 136,
+            size: 110,
         };
         let e = info.dtype().unwrap_err().to_string();
         assert!(
-            e.contains("tensor 'x' has type iq4_xs; wginfer supports f32, f16"),
+            e.contains("tensor 'x' has type iq3_s; wginfer supports f32, f16"),
             "{e}"
         );
         assert_eq!(info.shape(), &[256]);

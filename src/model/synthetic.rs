@@ -133,7 +133,18 @@ impl SyntheticLlama {
         }
     }
 
-    /// The preset called `smollm2-135m`, `1b`, `8b` or `tiny`, optionally
+    /// [`SyntheticLlama::tiny`] with rows of 256 values and two layers, so
+    /// that its products may hold 256-value blocks (K-quants, iq4_xs).
+    pub fn tiny_k() -> SyntheticLlama {
+        SyntheticLlama {
+            n_layer: 2,
+            n_embd: 256,
+            n_ff: 512,
+            ..SyntheticLlama::tiny()
+        }
+    }
+
+    /// The preset called `smollm2-135m`, `1b`, `8b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
@@ -151,9 +162,10 @@ impl SyntheticLlama {
             "1b" => SyntheticLlama::llama_1b(),
             "8b" => SyntheticLlama::llama_8b(),
             "tiny" => SyntheticLlama::tiny(),
+            "tiny-k" => SyntheticLlama::tiny_k(),
             other => {
                 return Err(Error::invalid(format!(
-                    "synthetic model '{other}': expected smollm2-135m, 1b, 8b or tiny"
+                    "synthetic model '{other}': expected smollm2-135m, 1b, 8b, tiny or tiny-k"
                 )))
             }
         };
@@ -348,7 +360,7 @@ impl SyntheticLlama {
 /// Byte offsets of a block's f16 scales.
 fn scale_offsets(dtype: DType) -> &'static [usize] {
     match dtype {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4NL | DType::IQ4XS => &[0],
         DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
         DType::Q6K => &[208],
         DType::Q2K => &[80, 82],
@@ -357,10 +369,37 @@ fn scale_offsets(dtype: DType) -> &'static [usize] {
     }
 }
 
-/// A producer of a random `dtype` matrix of `ne` elements: random quants
-/// with f16 scales of about 0.01; float matrices values of variance
-/// `1 / ne[0]`, so that a product of unit-sized inputs is unit-sized and
-/// every layer leaves a mark on the logits.
+/// The root mean square of the values of random `dtype` blocks whose f16
+/// scale fields are all 1. Every block type's values are linear in those
+/// fields together, so scaling them all by `s` scales this by `s`.
+fn unit_scale_rms(dtype: DType) -> f32 {
+    const BLOCKS: usize = 64;
+    let mut rng = Rng::new(7);
+    let mut bytes = vec![0u8; BLOCKS * dtype.block_bytes()];
+    for word in bytes.chunks_mut(8) {
+        word.copy_from_slice(&rng.next_u64().to_le_bytes()[..word.len()]);
+    }
+    for block in bytes.chunks_exact_mut(dtype.block_bytes()) {
+        for &at in scale_offsets(dtype) {
+            block[at..at + 2].copy_from_slice(&half::f16::ONE.to_le_bytes());
+        }
+    }
+    let mut values = vec![0.0f32; BLOCKS * dtype.block_elems()];
+    if crate::quant::dequantize_row(dtype, &bytes, &mut values).is_err() {
+        return 1.0;
+    }
+    let mean_square = values.iter().map(|v| v * v).sum::<f32>() / values.len() as f32;
+    mean_square.sqrt().max(f32::MIN_POSITIVE)
+}
+
+/// A producer of a random `dtype` matrix of `ne` elements whose values
+/// have a variance of about `1 / ne[0]`, so that a product of unit-sized
+/// inputs is unit-sized and every layer leaves a mark on the logits: float
+/// matrices uniform values; quantized ones random bytes with their f16
+/// scales drawn around the scale that gives that variance (random codes
+/// at a fixed scale gave some types, iq4 and q3_K among them, weights ten
+/// times larger than others, and models so sensitive that a q8 rounding
+/// of their activations moved the logits by 0.8).
 fn random_blocks(
     dtype: DType,
     ne: [usize; 2],
@@ -368,6 +407,11 @@ fn random_blocks(
 ) -> impl FnMut(&mut dyn Write) -> io::Result<()> {
     let n = ne[0] * ne[1];
     let a = (3.0 / ne[0].max(1) as f32).sqrt();
+    let scale = if dtype.is_quantized() {
+        1.0 / ((ne[0].max(1) as f32).sqrt() * unit_scale_rms(dtype))
+    } else {
+        0.0
+    };
     move |out: &mut dyn Write| {
         let (elems, bytes) = (dtype.block_elems(), dtype.block_bytes());
         let mut block = vec![0u8; bytes];
@@ -387,7 +431,7 @@ fn random_blocks(
                         word.copy_from_slice(&r[..word.len()]);
                     }
                     for &at in scale_offsets(dtype) {
-                        let v = half::f16::from_f32(rng.uniform(0.005, 0.015));
+                        let v = half::f16::from_f32(scale * rng.uniform(0.5, 1.5));
                         block[at..at + 2].copy_from_slice(&v.to_le_bytes());
                     }
                 }

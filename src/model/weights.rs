@@ -566,14 +566,14 @@ mod tests {
         let _ = std::fs::remove_file(path);
 
         let mut w = GgufWriter::new();
-        w.add_tensor_raw("blk.0.odd", 23, &[256], vec![0u8; 136])
-            .unwrap(); // iq4_xs
+        w.add_tensor_raw("blk.0.odd", 21, &[256], vec![0u8; 110])
+            .unwrap(); // iq3_s
         let path = write("bad", &mut w);
         let file = GgufFile::open(&path).unwrap();
         let e = Weights::plan(&file, &[cpu], &|_, _| Home::On(0), &[])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("tensor 'blk.0.odd' has type iq4_xs"), "{e}");
+        assert!(e.contains("tensor 'blk.0.odd' has type iq3_s"), "{e}");
         drop(file);
         let _ = std::fs::remove_file(path);
     }

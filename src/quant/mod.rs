@@ -12,6 +12,7 @@
 //! every target wgpu supports, as GGUF requires.
 
 pub mod f16_dot;
+mod iq4;
 mod q2_k;
 mod q3_k;
 mod q4_0;
@@ -23,6 +24,7 @@ mod q6_k;
 mod q8_0;
 pub mod q8_dot;
 
+pub use iq4::{BlockIQ4NL, BlockIQ4XS, IQ4_VALUES};
 pub use q2_k::BlockQ2K;
 pub use q3_k::BlockQ3K;
 pub use q4_0::BlockQ4_0;
@@ -88,6 +90,8 @@ pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()>
         DType::Q4K => dequantize_blocks::<BlockQ4K>(bytes, out),
         DType::Q5K => dequantize_blocks::<BlockQ5K>(bytes, out),
         DType::Q6K => dequantize_blocks::<BlockQ6K>(bytes, out),
+        DType::IQ4NL => dequantize_blocks::<BlockIQ4NL>(bytes, out),
+        DType::IQ4XS => dequantize_blocks::<BlockIQ4XS>(bytes, out),
         DType::I32 => return Err(integer_rows(dtype)),
     }
     Ok(())
@@ -121,6 +125,8 @@ pub fn quantize_row(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
         DType::Q4K => quantize_blocks::<BlockQ4K>(values, &mut bytes),
         DType::Q5K => quantize_blocks::<BlockQ5K>(values, &mut bytes),
         DType::Q6K => quantize_blocks::<BlockQ6K>(values, &mut bytes),
+        DType::IQ4NL => quantize_blocks::<BlockIQ4NL>(values, &mut bytes),
+        DType::IQ4XS => quantize_blocks::<BlockIQ4XS>(values, &mut bytes),
         DType::I32 => return Err(integer_rows(dtype)),
     }
     Ok(bytes)
@@ -156,6 +162,8 @@ pub fn dot_row(dtype: DType, bytes: &[u8], x: &[f32]) -> Result<f32> {
         DType::Q4K => dot_blocks::<BlockQ4K>(bytes, x),
         DType::Q5K => dot_blocks::<BlockQ5K>(bytes, x),
         DType::Q6K => dot_blocks::<BlockQ6K>(bytes, x),
+        DType::IQ4NL => dot_blocks::<BlockIQ4NL>(bytes, x),
+        DType::IQ4XS => dot_blocks::<BlockIQ4XS>(bytes, x),
         DType::I32 => return Err(integer_rows(dtype)),
     })
 }

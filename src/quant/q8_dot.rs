@@ -308,6 +308,8 @@ struct Kernels {
     q6_k: RowKernel,
     q2_k: RowKernel,
     q3_k: RowKernel,
+    iq4_nl: RowKernel,
+    iq4_xs: RowKernel,
 }
 
 impl Kernels {
@@ -323,6 +325,8 @@ impl Kernels {
             DType::Q6K => self.q6_k,
             DType::Q2K => self.q2_k,
             DType::Q3K => self.q3_k,
+            DType::IQ4NL => self.iq4_nl,
+            DType::IQ4XS => self.iq4_xs,
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => return None,
         })
     }
@@ -392,6 +396,8 @@ fn kernels() -> &'static Kernels {
                 q6_k: on_blocks!(|b, xs, out| unsafe { avx2::q6_k(b, xs, out) }),
                 q2_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q2_k(b, xs, out) }),
                 q3_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q3_k(b, xs, out) }),
+                iq4_nl: on_blocks!(|b, xs, out| unsafe { avx2::iq4_nl(b, xs, out) }),
+                iq4_xs: on_blocks!(|b, xs, out| unsafe { avx2::iq4_xs(b, xs, out) }),
             };
         }
         Kernels {
@@ -405,6 +411,8 @@ fn kernels() -> &'static Kernels {
             q6_k: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::q6_k)),
             q2_k: on_blocks!(|b, xs, out| each_column(b, xs, out, two_bit::portable::q2_k)),
             q3_k: on_blocks!(|b, xs, out| each_column(b, xs, out, two_bit::portable::q3_k)),
+            iq4_nl: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::iq4_nl)),
+            iq4_xs: on_blocks!(|b, xs, out| each_column(b, xs, out, portable::iq4_xs)),
         }
     })
 }
@@ -469,6 +477,8 @@ mod tests {
                 DType::Q6K => with_blocks(&w, |b| portable::q6_k(b, &xq)),
                 DType::Q2K => with_blocks(&w, |b| two_bit::portable::q2_k(b, &xq)),
                 DType::Q3K => with_blocks(&w, |b| two_bit::portable::q3_k(b, &xq)),
+                DType::IQ4NL => with_blocks(&w, |b| portable::iq4_nl(b, &xq)),
+                DType::IQ4XS => with_blocks(&w, |b| portable::iq4_xs(b, &xq)),
                 _ => fast,
             };
             // Integer sums are exact; only the f32 accumulation order may differ.

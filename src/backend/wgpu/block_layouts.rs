@@ -9,8 +9,8 @@ use std::mem::{offset_of, size_of};
 use std::sync::OnceLock;
 
 use crate::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8_0,
+    BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, IQ4_VALUES,
 };
 
 // q5_K shares q4_K's head, read by the same decoder (`k_sub_head`).
@@ -47,6 +47,20 @@ pub fn wgsl() -> &'static str {
         layout!("Q4_K", BlockQ4K, [d, dmin, scales, qs]);
         layout!("Q5_K", BlockQ5K, [d, dmin, scales, qh, qs]);
         layout!("Q6_K", BlockQ6K, [ql, qh, scales, d]);
+        layout!("IQ4_NL", BlockIQ4NL, [d, qs]);
+        layout!("IQ4_XS", BlockIQ4XS, [d, scales_h, scales_l, qs]);
+        // The iq4 table as signed bytes, four to a word.
+        let words: Vec<String> = IQ4_VALUES
+            .as_chunks::<4>()
+            .0
+            .iter()
+            .map(|b| format!("{:#010x}u", u32::from_le_bytes(b.map(|v| v as u8))))
+            .collect();
+        let _ = writeln!(
+            s,
+            "const IQ4_TABLE: vec4<u32> = vec4<u32>({});",
+            words.join(", ")
+        );
         s
     })
 }
@@ -68,5 +82,7 @@ mod tests {
             assert!(wgsl().contains(&line), "{line}");
         }
         assert!(wgsl().contains("const Q6_K_D: u32 = 208u;"));
+        // -127, -104, -83, -65 as bytes 0x81, 0x98, 0xad, 0xbf.
+        assert!(wgsl().contains("const IQ4_TABLE: vec4<u32> = vec4<u32>(0xbfad9881u,"));
     }
 }

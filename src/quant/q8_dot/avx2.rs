@@ -12,8 +12,8 @@ use half::f16;
 
 use super::{Q8Row, BLOCK};
 use crate::quant::q4_k::scale_min;
+use crate::quant::{BlockIQ4NL, BlockIQ4XS, BlockQ6K, BlockQ8_0, IQ4_VALUES};
 use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
-use crate::quant::{BlockQ6K, BlockQ8_0};
 
 /// Σ of eight f32 lanes.
 #[target_feature(enable = "avx2,fma")]
@@ -563,4 +563,50 @@ fn q8_0_cols<const N: usize>(blocks: &[BlockQ8_0], xs: &[Q8Row; N]) -> [f32; N] 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn q8_0(blocks: &[BlockQ8_0], xs: &[Q8Row], out: &mut [f32]) {
     cols_by_fours!(q8_0_cols(blocks), xs, out);
+}
+
+/// iq4_nl and iq4_xs against N columns, one 32-value group (step, codes)
+/// per x-block: the codes' table values (one `vpshufb` of the table by the
+/// nibbles), then as q8_0's signed bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_cols<'a, const N: usize>(
+    groups: impl Iterator<Item = (f32, &'a [u8; 16])>,
+    xs: &[Q8Row; N],
+) -> [f32; N] {
+    // SAFETY: the table is 16 readable bytes; the load is unaligned.
+    let table = unsafe { _mm_loadu_si128(IQ4_VALUES.as_ptr().cast()) };
+    let table = _mm256_broadcastsi128_si256(table);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
+    for (i, (step, qs)) in groups.take(n_blocks).enumerate() {
+        let w = _mm256_shuffle_epi8(table, nibbles(qs));
+        let magnitude = _mm256_sign_epi8(w, w);
+        for j in 0..N {
+            let x = &cols[j][i];
+            let p = dot_u8_i8(magnitude, _mm256_sign_epi8(codes(&x.q), w));
+            acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * x.d), acc[j]);
+        }
+    }
+    acc.map(|a| sum8(a))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn iq4_nl(blocks: &[BlockIQ4NL], xs: &[Q8Row], out: &mut [f32]) {
+    let groups = || blocks.iter().map(|w| (scale(w.d), &w.qs));
+    cols_by_fours!(iq4_cols(groups()), xs, out);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn iq4_xs(blocks: &[BlockIQ4XS], xs: &[Q8Row], out: &mut [f32]) {
+    let groups = || {
+        blocks.iter().flat_map(|w| {
+            let d = scale(w.d);
+            let (qs, _) = w.qs.as_chunks::<16>();
+            qs.iter()
+                .enumerate()
+                .map(move |(s, qs)| (d * (w.scale(s) - 32) as f32, qs))
+        })
+    };
+    cols_by_fours!(iq4_cols(groups()), xs, out);
 }

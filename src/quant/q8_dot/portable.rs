@@ -4,8 +4,8 @@
 use super::{f16_to_f32, Q8Row, BLOCK};
 use crate::quant::q4_k::step_offset;
 use crate::quant::q6_k::unpack;
+use crate::quant::{BlockIQ4NL, BlockIQ4XS, BlockQ6K, BlockQ8_0, IQ4_VALUES};
 use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
-use crate::quant::{BlockQ6K, BlockQ8_0};
 
 /// Σ code * x-code over one block of 4-bit codes (low nibbles are
 /// values 0..16, high nibbles 16..32).
@@ -193,4 +193,34 @@ pub fn q8_0(blocks: &[BlockQ8_0], x: &Q8Row) -> f32 {
         acc += f16_to_f32(w.d) * x.d[b] * s as f32;
     }
     acc
+}
+
+/// iq4_nl and iq4_xs: one 32-value group (step, codes) per x-block, each
+/// value the step times the table value of its code.
+fn iq4_groups<'a>(groups: impl Iterator<Item = (f32, &'a [u8; 16])>, x: &Q8Row) -> f32 {
+    let mut acc = 0.0f32;
+    for ((step, qs), (xq, dx)) in groups.zip(x.q.chunks_exact(BLOCK).zip(&x.d)) {
+        let (lo, hi) = xq.split_at(16);
+        let table = |c: u8| i32::from(IQ4_VALUES[usize::from(c)]);
+        let s: i32 = (0..16)
+            .map(|j| table(qs[j] & 0xf) * i32::from(lo[j]) + table(qs[j] >> 4) * i32::from(hi[j]))
+            .sum();
+        acc += step * dx * s as f32;
+    }
+    acc
+}
+
+pub fn iq4_nl(blocks: &[BlockIQ4NL], x: &Q8Row) -> f32 {
+    iq4_groups(blocks.iter().map(|w| (f16_to_f32(w.d), &w.qs)), x)
+}
+
+pub fn iq4_xs(blocks: &[BlockIQ4XS], x: &Q8Row) -> f32 {
+    let groups = blocks.iter().flat_map(|w| {
+        let d = f16_to_f32(w.d);
+        let (qs, _) = w.qs.as_chunks::<16>();
+        qs.iter()
+            .enumerate()
+            .map(move |(s, qs)| (d * (w.scale(s) - 32) as f32, qs))
+    });
+    iq4_groups(groups, x)
 }

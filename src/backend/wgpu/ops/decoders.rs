@@ -179,6 +179,26 @@ pub fn defs(t: DType) -> Option<&'static str> {
             true,
             true
         ),
+        DType::IQ4NL => decoder!(
+            "dq_iq4_nl(row + IQ4_NL_BYTES * (u >> 2u), u & 3u)",
+            "x_elem_q4",
+            "k / 8u",
+            "Unit",
+            "iq4_nl_quad(row + IQ4_NL_BYTES * q)",
+            "plain",
+            false,
+            true
+        ),
+        DType::IQ4XS => decoder!(
+            "dq_iq4_xs(row + IQ4_XS_BYTES * (u >> 5u), u & 31u)",
+            "x_elem_q4",
+            "k / 8u",
+            "Unit",
+            "iq4_xs_quad(row + IQ4_XS_BYTES * (q >> 3u), q & 7u)",
+            "plain",
+            false,
+            true
+        ),
         DType::I32 => return None,
     })
 }
