@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::{Q8Row, BLOCK};
+use super::{Q8Block, Q8Row, BLOCK};
 use crate::quant::q4_k::scale_min;
 use crate::quant::{BlockIQ4NL, BlockIQ4XS, BlockQ6K, BlockQ8_0, IQ4_VALUES};
 use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
@@ -565,27 +565,62 @@ pub fn q8_0(blocks: &[BlockQ8_0], xs: &[Q8Row], out: &mut [f32]) {
     cols_by_fours!(q8_0_cols(blocks), xs, out);
 }
 
-/// iq4_nl and iq4_xs against N columns, one 32-value group (step, codes)
-/// per x-block: the codes' table values (one `vpshufb` of the table by the
-/// nibbles), then as q8_0's signed bytes.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq4_cols<'a, const N: usize>(
-    groups: impl Iterator<Item = (f32, &'a [u8; 16])>,
-    xs: &[Q8Row; N],
-) -> [f32; N] {
+/// The iq4 table in both lanes, for `vpshufb` by codes.
+#[target_feature(enable = "avx2,fma")]
+fn iq4_table() -> __m256i {
     // SAFETY: the table is 16 readable bytes; the load is unaligned.
     let table = unsafe { _mm_loadu_si128(IQ4_VALUES.as_ptr().cast()) };
-    let table = _mm256_broadcastsi128_si256(table);
+    _mm256_broadcastsi128_si256(table)
+}
+
+/// One iq4 group (32 codes at `step`) against x-block `b` of N columns,
+/// into `acc`: the codes' table values (one `vpshufb`), then as q8_0's
+/// signed bytes.
+#[target_feature(enable = "avx2,fma")]
+fn iq4_group<const N: usize>(
+    table: __m256i,
+    step: f32,
+    qs: &[u8; 16],
+    cols: &[&[Q8Block]; N],
+    b: usize,
+    acc: &mut [__m256; N],
+) {
+    let w = _mm256_shuffle_epi8(table, nibbles(qs));
+    let magnitude = _mm256_sign_epi8(w, w);
+    for j in 0..N {
+        let x = &cols[j][b];
+        let p = dot_u8_i8(magnitude, _mm256_sign_epi8(codes(&x.q), w));
+        acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * x.d), acc[j]);
+    }
+}
+
+/// iq4_nl against N columns. The loops over blocks stay in these
+/// functions: an iterator of groups passed in from outside was not inlined
+/// into them (a call per block for `next`, a third of a decode step).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_nl_cols<const N: usize>(blocks: &[BlockIQ4NL], xs: &[Q8Row; N]) -> [f32; N] {
+    let table = iq4_table();
     let mut acc = [_mm256_setzero_ps(); N];
     let cols = xs.each_ref().map(|x| &x.packed[..]);
     let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
-    for (i, (step, qs)) in groups.take(n_blocks).enumerate() {
-        let w = _mm256_shuffle_epi8(table, nibbles(qs));
-        let magnitude = _mm256_sign_epi8(w, w);
-        for j in 0..N {
-            let x = &cols[j][i];
-            let p = dot_u8_i8(magnitude, _mm256_sign_epi8(codes(&x.q), w));
-            acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * x.d), acc[j]);
+    for (i, w) in blocks.iter().take(n_blocks).enumerate() {
+        iq4_group(table, scale(w.d), &w.qs, &cols, i, &mut acc);
+    }
+    acc.map(|a| sum8(a))
+}
+
+/// iq4_xs against N columns: eight groups per block, each its x-block.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_xs_cols<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; N] {
+    let table = iq4_table();
+    let mut acc = [_mm256_setzero_ps(); N];
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let n_blocks = cols.iter().map(|c| c.len() / 8).min().unwrap_or(0);
+    for (i, w) in blocks.iter().take(n_blocks).enumerate() {
+        let d = scale(w.d);
+        for (s, qs) in w.qs.as_chunks::<16>().0.iter().enumerate() {
+            let step = d * (w.scale(s) - 32) as f32;
+            iq4_group(table, step, qs, &cols, 8 * i + s, &mut acc);
         }
     }
     acc.map(|a| sum8(a))
@@ -593,20 +628,10 @@ fn iq4_cols<'a, const N: usize>(
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn iq4_nl(blocks: &[BlockIQ4NL], xs: &[Q8Row], out: &mut [f32]) {
-    let groups = || blocks.iter().map(|w| (scale(w.d), &w.qs));
-    cols_by_fours!(iq4_cols(groups()), xs, out);
+    cols_by_fours!(iq4_nl_cols(blocks), xs, out);
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn iq4_xs(blocks: &[BlockIQ4XS], xs: &[Q8Row], out: &mut [f32]) {
-    let groups = || {
-        blocks.iter().flat_map(|w| {
-            let d = scale(w.d);
-            let (qs, _) = w.qs.as_chunks::<16>();
-            qs.iter()
-                .enumerate()
-                .map(move |(s, qs)| (d * (w.scale(s) - 32) as f32, qs))
-        })
-    };
-    cols_by_fours!(iq4_cols(groups()), xs, out);
+    cols_by_fours!(iq4_xs_cols(blocks), xs, out);
 }
