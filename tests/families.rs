@@ -1,7 +1,8 @@
 //! The llama-like architectures beyond llama itself (Llama 3's rope
 //! frequency factors, Qwen 2's q/k/v biases and neox rope, Qwen 3's q/k
 //! norms, SmolLM3's layers without rope, Phi-3's fused projections and
-//! LongRoPE factors, Mistral 3's YaRN with a log multiplier) against
+//! LongRoPE factors, Mistral 3's YaRN with a log multiplier and its
+//! attention temperature past the original context) against
 //! llama.cpp, on synthetic models: `tiny@ARCH` (f32 weights, so that both
 //! engines compute the same products) evaluated in one batch, every
 //! position's logits compared with llama.cpp's in
@@ -26,8 +27,9 @@ const TOKENS: [u32; 24] = [
 /// Largest difference from llama.cpp's logits allowed (they span about
 /// ±4; llama.cpp keeps K and V in f16 as wginfer does, and the two agree to
 /// within 0.007; ignoring Llama 3's factors moves them by up to 0.5,
-/// roping SmolLM3's fourth layers by up to 0.4, and Mistral 3's YaRN
-/// without its log multiplier by 0.15).
+/// roping SmolLM3's fourth layers by up to 0.4, and leaving out Mistral
+/// 3's attention temperature by 0.37 at the first position past its
+/// original context).
 const MAX_DIFF: f32 = 0.02;
 /// The same for models with quantized weights, where llama.cpp quantizes
 /// the activations of every product to 8 bits: that alone moves its logits

@@ -246,18 +246,17 @@ impl ModelConfig {
         })
     }
 
-    /// Checks that a context of `n_ctx` positions computes what llama.cpp
-    /// does: attention temperature scaling (Mistral 3) multiplies queries
-    /// by `1 + scale ln(floor(pos / n_ctx_orig) + 1)`, which is 1 below the
-    /// original context; past it the factor is not implemented.
-    pub fn check_context(&self, n_ctx: usize) -> Result<()> {
-        if self.attn_temp_scale != 0.0 && n_ctx > self.rope.n_ctx_orig {
-            return Err(Error::invalid(format!(
-                "{}: a context of {n_ctx} needs attention temperature scaling past the original {} positions, which wginfer does not implement; use a context of at most {}",
-                self.arch, self.rope.n_ctx_orig, self.rope.n_ctx_orig
-            )));
+    /// The attention temperature of position `pos` (Mistral 3, as llama.cpp's
+    /// `llm_graph_input_attn_temp`): queries are multiplied by
+    /// `1 + scale ln(floor(pos / n_ctx_orig) + 1)`, which is 1 within the
+    /// original context. `None` for models without it.
+    pub fn attn_temperature(&self, pos: usize) -> Option<f32> {
+        if self.attn_temp_scale == 0.0 {
+            return None;
         }
-        Ok(())
+        let period = self.rope.n_ctx_orig.max(1);
+        let steps = (pos / period) as f64;
+        Some(((steps + 1.0).ln() * f64::from(self.attn_temp_scale) + 1.0) as f32)
     }
 
     /// Whether layer `il` attends through the sliding window.
@@ -507,7 +506,7 @@ mod tests {
         };
         let plain = with(&[]);
         assert_eq!((plain.rope.attn_factor, plain.attn_temp_scale), (1.0, 0.0));
-        assert!(plain.check_context(1 << 20).is_ok());
+        assert_eq!(plain.attn_temperature(1 << 20), None);
         let c = with(&[
             ("llama.rope.scaling.yarn_log_multiplier", Value::F32(0.5)),
             ("llama.attention.temperature_scale", Value::F32(0.1)),
@@ -518,9 +517,11 @@ mod tests {
             "{}",
             c.rope.attn_factor
         );
-        assert!(c.check_context(64).is_ok());
-        let e = c.check_context(65).unwrap_err().to_string();
-        assert!(e.contains("temperature scaling"), "{e}");
+        // 1 within the original 64 positions, then steps every 64.
+        assert_eq!(c.attn_temperature(0), Some(1.0));
+        assert_eq!(c.attn_temperature(63), Some(1.0));
+        assert_eq!(c.attn_temperature(64), Some(1.0 + 0.1 * 2.0f32.ln()));
+        assert_eq!(c.attn_temperature(191), Some(1.0 + 0.1 * 3.0f32.ln()));
     }
 
     #[test]

@@ -408,7 +408,7 @@ impl Evaluator {
         let at = self.plan(c, w, kv, shape)?;
         let plan = &self.plans[at];
         let (step, s) = (&plan.step, &plan.schedule);
-        let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c.n_embd_kv(), c.n_swa)?;
+        let inputs = StepInputs::new(batch, tokens, shape, kv.n_ctx(), c)?;
         if !matches!(chain, Chain::Continue(_)) {
             self.sched.write_i32(s, step.tokens, &inputs.tokens)?;
         }
@@ -421,6 +421,9 @@ impl Evaluator {
             self.sched.write_f32(s, id, mask)?;
         }
         self.sched.write_i32(s, step.v_rows, &inputs.v_rows)?;
+        if let (Some(id), Some(t)) = (step.attn_temperature, &inputs.attn_temperature) {
+            self.sched.write_f32(s, id, t)?;
+        }
         let prepared = Instant::now();
         self.last = self.sched.compute(s)?;
         self.times = StepTimes {

@@ -179,6 +179,9 @@ pub struct StepGraph {
     /// i32 `[n_embd_kv * n_tokens]`: where each value of the batch's V goes
     /// in the transposed V cache, viewed as one long row of single values.
     pub v_rows: TensorId,
+    /// f32 `[1, 1, n_tokens]`: each token's attention temperature, which
+    /// multiplies its queries; `None` for models without one.
+    pub attn_temperature: Option<TensorId>,
     /// f32 logits `[n_vocab, n_tokens]` or `[n_vocab, 1]`.
     pub logits: TensorId,
     /// f32 `[4]`, a sampled chained step's temperature, top-p, ln min-p and
@@ -215,22 +218,23 @@ pub struct StepInputs {
     pub kq_mask_swa: Option<Vec<f32>>,
     /// V cache rows, channel after channel for each token.
     pub v_rows: Vec<i32>,
+    /// Each token's attention temperature, when the model has one.
+    pub attn_temperature: Option<Vec<f32>>,
 }
 
 impl StepInputs {
     /// The inputs of `batch` (its tokens `tokens`) for a graph of `shape`
-    /// over a cache of `n_ctx` positions of `n_embd_kv` values, for a model
-    /// with a sliding window of `n_swa` positions (0 for none). An error
-    /// when the tokens do not fit the graph's `n_kv` positions of the cache,
-    /// or a cache index does not fit i32.
+    /// over a cache of `n_ctx` positions of model `c`. An error when the
+    /// tokens do not fit the graph's `n_kv` positions of the cache, or a
+    /// cache index does not fit i32.
     pub fn new(
         batch: Batch,
         tokens: &[u32],
         shape: Shape,
         n_ctx: usize,
-        n_embd_kv: usize,
-        n_swa: usize,
+        c: &ModelConfig,
     ) -> Result<StepInputs> {
+        let (n_embd_kv, n_swa) = (c.n_embd_kv(), c.n_swa);
         let end = batch
             .n_past
             .checked_add(tokens.len())
@@ -272,12 +276,16 @@ impl StepInputs {
             })
             .map(index)
             .collect::<Result<Vec<i32>>>()?;
+        let attn_temperature = (batch.n_past..end)
+            .map(|pos| c.attn_temperature(pos))
+            .collect();
         Ok(StepInputs {
             tokens: tokens.iter().map(|&t| t as i32).collect(),
             positions,
             kq_mask,
             kq_mask_swa,
             v_rows,
+            attn_temperature,
         })
     }
 }
@@ -327,6 +335,10 @@ pub fn build(
         _ => Some(g.input("KQ_mask_swa", DType::F32, &[n_kv, n])?),
     };
     let v_rows = g.input("inp_v_rows", DType::I32, &[n_embd_kv * n])?;
+    let attn_temperature = match c.attn_temperature(0) {
+        Some(_) => Some(g.input("inp_attn_scale", DType::F32, &[1, 1, n])?),
+        None => None,
+    };
     let tok_embd = w.input(&mut g, "token_embd.weight")?;
     let mut inp_l = g.get_rows(tok_embd, tokens)?;
     g.set_name(inp_l, "inp_embd")?;
@@ -384,6 +396,10 @@ pub fn build(
                 g.rope_ext(k, positions, rope_factors, rope)?,
             ),
             false => (q, k),
+        };
+        let q = match attn_temperature {
+            Some(t) => g.mul(q, t)?,
+            None => q,
         };
         let mask = match kq_mask_swa {
             Some(swa) if c.is_swa_layer(il) => swa,
@@ -498,6 +514,7 @@ pub fn build(
         kq_mask,
         kq_mask_swa,
         v_rows,
+        attn_temperature,
         logits,
         sampler_settings,
     })

@@ -211,7 +211,6 @@ fn load_parts(
         &|name, rows| place.tensor(name, rows),
         &adjacent,
     )?;
-    c.check_context(n_ctx)?;
     check_fits(c, &weights, &place, backends, n_ctx, opts.kv_type)?;
     let weights = weights.upload(file, backends, &mut report)?;
     let layer_backends: Vec<&dyn Backend> = (0..c.n_layer)

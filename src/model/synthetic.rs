@@ -34,7 +34,7 @@ pub enum SyntheticArch {
     /// `phi3`: one q/k/v and one gate/up matrix, neox rope, LongRoPE's
     /// short and long factors with a magnitude scale.
     Phi3,
-    /// `mistral3`: YaRN over a quarter of the training context with a
+    /// `mistral3`: YaRN over a 32nd of the training context with a
     /// log multiplier, attention temperature scaling, rope factors.
     Mistral3,
 }
@@ -236,11 +236,14 @@ impl SyntheticLlama {
             w.add(key("rope.scaling.attn_factor"), 1.2f32);
         }
         if self.arch == SyntheticArch::Mistral3 {
+            // An original context of a 32nd of the trained one, so that
+            // a short evaluation already passes it (the attention
+            // temperature steps up every n_ctx_train / 32 positions).
             w.add(key("rope.scaling.type"), "yarn")
-                .add(key("rope.scaling.factor"), 4.0f32)
+                .add(key("rope.scaling.factor"), 32.0f32)
                 .add(
                     key("rope.scaling.original_context_length"),
-                    (self.n_ctx_train / 4) as u32,
+                    (self.n_ctx_train / 32).max(1) as u32,
                 )
                 .add(key("rope.scaling.yarn_log_multiplier"), 0.5f32)
                 .add(key("attention.temperature_scale"), 0.1f32);
