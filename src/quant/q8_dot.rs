@@ -15,7 +15,7 @@
 use half::f16;
 
 #[cfg(target_arch = "x86_64")]
-use super::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use super::{BlockIQ4NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::{DType, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
@@ -396,7 +396,9 @@ fn kernels() -> &'static Kernels {
                 q6_k: on_blocks!(|b, xs, out| unsafe { avx2::q6_k(b, xs, out) }),
                 q2_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q2_k(b, xs, out) }),
                 q3_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q3_k(b, xs, out) }),
-                iq4_nl: on_blocks!(|b, xs, out| unsafe { avx2::iq4_nl(b, xs, out) }),
+                iq4_nl: on_rows!(BlockIQ4NL, |b, per_row, first, xs, out| unsafe {
+                    avx2::iq4_nl(b, per_row, first, xs, out)
+                }),
                 iq4_xs: on_blocks!(|b, xs, out| unsafe { avx2::iq4_xs(b, xs, out) }),
             };
         }

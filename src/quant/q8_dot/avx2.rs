@@ -43,15 +43,33 @@ pub(super) fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
 }
 
-/// A nibble block's 32 codes as unsigned bytes, with their fifth bits
-/// (q5_0/q5_1's `qh`) where `FIFTH`.
+/// How a nibble block's codes read: as stored (q4_0, q4_1), with fifth
+/// bits (q5_0, q5_1) or as indices into iq4's table (iq4_nl).
+pub(super) const PLAIN: u8 = 0;
+pub(super) const FIFTH: u8 = 1;
+pub(super) const IQ4: u8 = 2;
+
+/// A nibble block's 32 codes: unsigned bytes, with their fifth bits
+/// (q5_0/q5_1's `qh`) where `CODES` is [`FIFTH`]; for [`IQ4`], the signed
+/// table values of the codes (which [`unsigned_pair`] makes unsigned).
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn nibble_codes<const FIFTH: bool>(qs: &[u8; 16], qh: u32) -> __m256i {
+pub(super) fn nibble_codes<const CODES: u8>(qs: &[u8; 16], qh: u32) -> __m256i {
     let c = nibbles(qs);
-    if FIFTH {
-        _mm256_or_si256(c, fifth_bits(qh))
-    } else {
-        c
+    match CODES {
+        FIFTH => _mm256_or_si256(c, fifth_bits(qh)),
+        IQ4 => _mm256_shuffle_epi8(iq4_table(), c),
+        _ => c,
+    }
+}
+
+/// Codes and activation codes as the unsigned and signed operands of a
+/// byte dot product: as they are, or for [`IQ4`]'s signed codes, their
+/// magnitudes and the activations with the codes' signs.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn unsigned_pair<const CODES: u8>(c: __m256i, x: __m256i) -> (__m256i, __m256i) {
+    match CODES {
+        IQ4 => (_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c)),
+        _ => (c, x),
     }
 }
 
@@ -91,8 +109,8 @@ fn fifth_bits(qh: u32) -> __m256i {
     _mm256_and_si256(set, _mm256_set1_epi8(0x10))
 }
 
-/// Over blocks of 4-bit codes (5-bit with `FIFTH`: their fifth bits in
-/// the `u32`), each with its codes, scale `d` and offset factor `o`,
+/// Over blocks of 4-bit codes (5-bit with [`FIFTH`]: their fifth bits in
+/// the `u32`; table indices with [`IQ4`]), each with its codes, scale `d` and offset factor `o`,
 /// and each of N columns: (Σ d dx Σ code·xq, Σ o dx Σ xq). A block's
 /// codes are unpacked once for the N columns (a prompt's columns come
 /// four at a time). Per block and column, one 128-bit product gives both
@@ -100,7 +118,7 @@ fn fifth_bits(qh: u32) -> __m256i {
 /// scales the integer dot into a vector accumulator, the second lane sums
 /// the offsets, so no scalar sum chains through the blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibble_sums<'a, const FIFTH: bool, const N: usize>(
+fn nibble_sums<'a, const CODES: u8, const N: usize>(
     blocks: impl Iterator<Item = (&'a [u8; 16], u32, [f16; 2])>,
     xs: &[Q8Row; N],
 ) -> [(f32, f32); N] {
@@ -109,13 +127,14 @@ fn nibble_sums<'a, const FIFTH: bool, const N: usize>(
     let cols = xs.each_ref().map(|x| &x.packed[..]);
     let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
     for (i, (qs, qh, [d, o])) in blocks.take(n_blocks).enumerate() {
-        let c = nibble_codes::<FIFTH>(qs, qh);
+        let c = nibble_codes::<CODES>(qs, qh);
         let pair = u32::from(d.to_bits()) | (u32::from(o.to_bits()) << 16);
         let d_o = _mm_cvtph_ps(_mm_cvtsi32_si128(pair as i32));
         for j in 0..N {
             let x = &cols[j][i];
             let f = _mm_mul_ps(d_o, _mm_setr_ps(x.d, x.ds, 0.0, 0.0));
-            let p = dot_u8_i8(c, codes(&x.q));
+            let (u, v) = unsigned_pair::<CODES>(c, codes(&x.q));
+            let p = dot_u8_i8(u, v);
             acc[j] = _mm256_fmadd_ps(p, _mm256_broadcastss_ps(f), acc[j]);
             factors[j] = _mm_add_ps(factors[j], f);
         }
@@ -169,7 +188,7 @@ pub(super) type Nibbles<'a> = (&'a [u8; 16], u32, [f16; 2]);
 
 /// `finish(dot, offset)` of each column's [`nibble_sums`] into `out`.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibble_columns<'a, const FIFTH: bool, I>(
+fn nibble_columns<'a, const CODES: u8, I>(
     blocks: impl Fn() -> I,
     xs: &[Q8Row],
     out: &mut [f32],
@@ -180,9 +199,9 @@ fn nibble_columns<'a, const FIFTH: bool, I>(
     by_fours(
         xs,
         out,
-        |x4| nibble_sums::<FIFTH, 4>(blocks(), x4).map(|(dot, offset)| finish(dot, offset)),
+        |x4| nibble_sums::<CODES, 4>(blocks(), x4).map(|(dot, offset)| finish(dot, offset)),
         |x| {
-            let [(dot, offset)] = nibble_sums::<FIFTH, 1>(blocks(), std::array::from_ref(x));
+            let [(dot, offset)] = nibble_sums::<CODES, 1>(blocks(), std::array::from_ref(x));
             finish(dot, offset)
         },
     );
@@ -195,7 +214,7 @@ fn nibble_columns<'a, const FIFTH: bool, I>(
 /// [`nibble_sums`], whose sums stay in lanes, with the rows' codes and
 /// the columns' loads each shared four ways.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibble_tile<B, const FIFTH: bool>(
+fn nibble_tile<B, const CODES: u8>(
     rows: [&[B]; 4],
     xs: &[Q8Row; 4],
     unpack: impl Fn(&B) -> Nibbles<'_>,
@@ -215,7 +234,7 @@ fn nibble_tile<B, const FIFTH: bool>(
     let mut offsets = [_mm256_setzero_ps(); 2];
     for i in 0..n_blocks {
         let w = rows.map(|r| unpack(&r[i]));
-        let c = w.map(|(qs, qh, _)| nibble_codes::<FIFTH>(qs, qh));
+        let c = w.map(|(qs, qh, _)| nibble_codes::<CODES>(qs, qh));
         let h = |r: usize, f: usize| w[r].2[f].to_bits() as i16;
         let factors = _mm256_cvtph_ps(_mm_setr_epi16(
             h(0, 0),
@@ -234,7 +253,8 @@ fn nibble_tile<B, const FIFTH: bool>(
         let xq = x.map(|b| codes(&b.q));
         for pair in 0..2 {
             let p = |r: usize, j: usize| {
-                _mm256_madd_epi16(_mm256_maddubs_epi16(c[2 * pair + r], xq[j]), ones)
+                let (u, v) = unsigned_pair::<CODES>(c[2 * pair + r], xq[j]);
+                _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), ones)
             };
             // Per 128-bit half: the four columns' sums over that half's lanes.
             let first = _mm256_hadd_epi32(
@@ -276,7 +296,7 @@ fn nibble_tile<B, const FIFTH: bool>(
 /// past the last quad, take [`nibble_columns`]'s loops.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibble_rows<B, const FIFTH: bool>(
+fn nibble_rows<B, const CODES: u8>(
     blocks: &[B],
     per_row: usize,
     first_row: usize,
@@ -316,9 +336,9 @@ fn nibble_rows<B, const FIFTH: bool>(
                 let (dots, offsets) = match quad_scales.get(q) {
                     // SAFETY: the CPU has AVX-512 VNNI (checked above).
                     Some(scales) => unsafe {
-                        super::vnni::nibble_tile::<B, FIFTH>(rows, x4, scales, unpack)
+                        super::vnni::nibble_tile::<B, CODES>(rows, x4, scales, unpack)
                     },
-                    None => nibble_tile::<B, FIFTH>(rows, x4, unpack),
+                    None => nibble_tile::<B, CODES>(rows, x4, unpack),
                 };
                 for (t, (dot, offset)) in dots.into_iter().zip(offsets).enumerate() {
                     dst[(t / 4) * n + 4 * q + t % 4] = finish(dot, offset);
@@ -326,13 +346,13 @@ fn nibble_rows<B, const FIFTH: bool>(
             }
             for (k, w) in rows.iter().enumerate() {
                 let tail = &mut dst[k * n + n - rest.len()..][..rest.len()];
-                nibble_columns::<FIFTH, _>(|| w.iter().map(unpack), rest, tail, finish);
+                nibble_columns::<CODES, _>(|| w.iter().map(unpack), rest, tail, finish);
             }
             r += 4;
         } else {
             super::prefetch_row(blocks, per_row, r + ahead);
             let w = row(r);
-            nibble_columns::<FIFTH, _>(|| w.iter().map(unpack), xs, &mut dst[..n], finish);
+            nibble_columns::<CODES, _>(|| w.iter().map(unpack), xs, &mut dst[..n], finish);
             r += 1;
         }
     }
@@ -344,7 +364,7 @@ pub fn q4_0(blocks: &[BlockQ4_0], per_row: usize, first_row: usize, xs: &[Q8Row]
     fn unpack(w: &BlockQ4_0) -> Nibbles<'_> {
         (&w.qs, 0, [w.d, w.d])
     }
-    nibble_rows::<_, false>(
+    nibble_rows::<_, PLAIN>(
         blocks,
         per_row,
         first_row,
@@ -361,7 +381,7 @@ pub fn q4_1(blocks: &[BlockQ4_1], per_row: usize, first_row: usize, xs: &[Q8Row]
     fn unpack(w: &BlockQ4_1) -> Nibbles<'_> {
         (&w.qs, 0, [w.d, w.m])
     }
-    nibble_rows::<_, false>(
+    nibble_rows::<_, PLAIN>(
         blocks,
         per_row,
         first_row,
@@ -378,7 +398,7 @@ pub fn q5_0(blocks: &[BlockQ5_0], per_row: usize, first_row: usize, xs: &[Q8Row]
     fn unpack(w: &BlockQ5_0) -> Nibbles<'_> {
         (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.d])
     }
-    nibble_rows::<_, true>(
+    nibble_rows::<_, FIFTH>(
         blocks,
         per_row,
         first_row,
@@ -395,7 +415,7 @@ pub fn q5_1(blocks: &[BlockQ5_1], per_row: usize, first_row: usize, xs: &[Q8Row]
     fn unpack(w: &BlockQ5_1) -> Nibbles<'_> {
         (&w.qs, u32::from_le_bytes(w.qh), [w.d, w.m])
     }
-    nibble_rows::<_, true>(
+    nibble_rows::<_, FIFTH>(
         blocks,
         per_row,
         first_row,
@@ -594,22 +614,10 @@ fn iq4_group<const N: usize>(
     }
 }
 
-/// iq4_nl against N columns. The loops over blocks stay in these
-/// functions: an iterator of groups passed in from outside was not inlined
-/// into them (a call per block for `next`, a third of a decode step).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq4_nl_cols<const N: usize>(blocks: &[BlockIQ4NL], xs: &[Q8Row; N]) -> [f32; N] {
-    let table = iq4_table();
-    let mut acc = [_mm256_setzero_ps(); N];
-    let cols = xs.each_ref().map(|x| &x.packed[..]);
-    let n_blocks = cols.iter().map(|c| c.len()).min().unwrap_or(0);
-    for (i, w) in blocks.iter().take(n_blocks).enumerate() {
-        iq4_group(table, scale(w.d), &w.qs, &cols, i, &mut acc);
-    }
-    acc.map(|a| sum8(a))
-}
-
 /// iq4_xs against N columns: eight groups per block, each its x-block.
+/// The loop over blocks stays in this function: an iterator of groups
+/// passed in from outside was not inlined into it (a call per block for
+/// `next`, a third of a decode step).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq4_xs_cols<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; N] {
     let table = iq4_table();
@@ -626,9 +634,20 @@ fn iq4_xs_cols<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; 
     acc.map(|a| sum8(a))
 }
 
+/// iq4_nl: d * table(code); the nibble loops with the codes looked up in
+/// the table (no offset).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn iq4_nl(blocks: &[BlockIQ4NL], xs: &[Q8Row], out: &mut [f32]) {
-    cols_by_fours!(iq4_nl_cols(blocks), xs, out);
+pub fn iq4_nl(
+    blocks: &[BlockIQ4NL],
+    per_row: usize,
+    first_row: usize,
+    xs: &[Q8Row],
+    out: &mut [f32],
+) {
+    fn unpack(w: &BlockIQ4NL) -> Nibbles<'_> {
+        (&w.qs, 0, [w.d, w.d])
+    }
+    nibble_rows::<_, IQ4>(blocks, per_row, first_row, xs, out, unpack, |dot, _| dot);
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -14,7 +14,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{codes, nibble_codes, sum8, Nibbles};
+use super::avx2::{codes, nibble_codes, sum8, Nibbles, IQ4};
 use super::Q8Row;
 
 /// Whether this CPU runs [`nibble_tile`].
@@ -29,7 +29,7 @@ pub fn available() -> bool {
 /// `columns[i]` holds block i's four column scales, then their scaled
 /// code sums.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub fn nibble_tile<B, const FIFTH: bool>(
+pub fn nibble_tile<B, const CODES: u8>(
     rows: [&[B]; 4],
     xs: &[Q8Row; 4],
     columns: &[[f32; 8]],
@@ -57,7 +57,13 @@ pub fn nibble_tile<B, const FIFTH: bool>(
             unsafe { _mm_storeu_ps(pair_scales[4 * r..].as_mut_ptr(), _mm_mul_ps(d, dx)) };
             offsets[r] = _mm_fmadd_ps(o, ds, offsets[r]);
         }
-        let c = w.map(|(qs, qh, _)| nibble_codes::<FIFTH>(qs, qh));
+        let c = w.map(|(qs, qh, _)| match CODES {
+            // iq4's signed table values plus 128, as unsigned bytes: the
+            // offset comes off at the end (vpdpbusd does not saturate
+            // its pair sums, as vpmaddubsw does).
+            IQ4 => _mm256_xor_si256(nibble_codes::<CODES>(qs, qh), _mm256_set1_epi8(-128)),
+            _ => nibble_codes::<CODES>(qs, qh),
+        });
         let pair_scales = std::hint::black_box(&pair_scales);
         // A column's codes at a time: fewer live registers than all four.
         for (j, col) in cols.iter().enumerate() {
@@ -71,8 +77,14 @@ pub fn nibble_tile<B, const FIFTH: bool>(
     }
     let mut out = ([0.0f32; 16], [0.0f32; 16]);
     for (r, (row, offset)) in acc.iter().zip(offsets).enumerate() {
-        for (o, a) in out.0[4 * r..][..4].iter_mut().zip(row) {
-            *o = sum8(*a);
+        let mut offset_of = [0.0f32; 4];
+        // SAFETY: four f32; unaligned.
+        unsafe { _mm_storeu_ps(offset_of.as_mut_ptr(), offset) };
+        for ((o, a), off) in out.0[4 * r..][..4].iter_mut().zip(row).zip(offset_of) {
+            *o = match CODES {
+                IQ4 => sum8(*a) - 128.0 * off,
+                _ => sum8(*a),
+            };
         }
         // SAFETY: four f32 at 4r of sixteen; unaligned.
         unsafe { _mm_storeu_ps(out.1[4 * r..].as_mut_ptr(), offset) };
