@@ -169,3 +169,8 @@ fn weight_types_match_llama_cpp() {
         on_every_backend(preset);
     }
 }
+
+#[test]
+fn granite_scales_match_llama_cpp() {
+    on_every_backend("tiny@granite");
+}

@@ -38,6 +38,10 @@ pub enum Family {
     /// `rope.scaling.yarn_log_multiplier`, and attention temperature
     /// scaling past the original context.
     Mistral3,
+    /// llama.cpp's `granite` graph (IBM Granite 3.x dense models): llama's,
+    /// with the embeddings, the attention scores, each residual branch and
+    /// the logits scaled by factors from the file.
+    Granite,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -49,12 +53,13 @@ const FAMILIES: &[(&str, Family)] = &[
     ("smollm3", Family::SmolLM3),
     ("phi3", Family::Phi3),
     ("mistral3", Family::Mistral3),
+    ("granite", Family::Granite),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
-    "llama", "gemma3", "qwen2", "qwen3", "smollm3", "phi3", "mistral3",
+    "llama", "gemma3", "qwen2", "qwen3", "smollm3", "phi3", "mistral3", "granite",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
@@ -116,6 +121,58 @@ pub struct ModelConfig {
     /// Attention temperature scale (`{arch}.attention.temperature_scale`,
     /// Mistral 3); 0 for none.
     pub attn_temp_scale: f32,
+    /// Granite's factors: of the embeddings (`{arch}.embedding_scale`), of
+    /// each residual branch before its add (`{arch}.residual_scale`), and
+    /// the divisor of the logits (`{arch}.logit_scale`).
+    pub scales: BranchScales,
+}
+
+/// Factors some families apply along the residual stream; `None` where a
+/// model has none.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BranchScales {
+    /// Multiplies the token embeddings.
+    pub embedding: Option<f32>,
+    /// Multiplies the attention and feed-forward outputs before each joins
+    /// the residual stream.
+    pub residual: Option<f32>,
+    /// Divides the logits.
+    pub logit: Option<f32>,
+}
+
+/// Granite's scales and its attention score scale, as llama.cpp reads them:
+/// the logit scale is required, the others optional, and a factor of 0
+/// means none. Granite's optional biases and its rope switch
+/// (`rope.scaling.finetuned` false: no rope at all) are not implemented,
+/// and a file that has them is an error.
+fn granite_scales(g: &Gguf, arch: &str) -> Result<(BranchScales, Option<f32>)> {
+    let key = |s: &str| format!("{arch}.{s}");
+    let nonzero = |v: Option<f32>| v.filter(|&v| v != 0.0);
+    let logit = g.get_f32(&key("logit_scale"))?;
+    if logit == 0.0 || !logit.is_finite() {
+        return Err(Error::invalid(format!(
+            "{arch}: logit_scale {logit} divides the logits"
+        )));
+    }
+    if g.opt_bool(&key("rope.scaling.finetuned"))? == Some(false) {
+        return Err(Error::invalid(format!(
+            "{arch}: models without rope (rope.scaling.finetuned false) are not supported"
+        )));
+    }
+    for name in ["attn_output", "ffn_gate", "ffn_up", "ffn_down"] {
+        let bias = format!("blk.0.{name}.bias");
+        if g.tensor(&bias).is_some() {
+            return Err(Error::invalid(format!(
+                "{arch}: the bias '{bias}' is not supported"
+            )));
+        }
+    }
+    let scales = BranchScales {
+        embedding: nonzero(g.opt_f32(&key("embedding_scale"))?),
+        residual: nonzero(g.opt_f32(&key("residual_scale"))?),
+        logit: Some(logit),
+    };
+    Ok((scales, nonzero(g.opt_f32(&key("attention.scale"))?)))
 }
 
 impl ModelConfig {
@@ -189,7 +246,9 @@ impl ModelConfig {
             )));
         }
         let mode = match family {
-            Family::Llama | Family::SmolLM3 | Family::Mistral3 => RopeMode::Normal,
+            Family::Llama | Family::SmolLM3 | Family::Mistral3 | Family::Granite => {
+                RopeMode::Normal
+            }
             Family::Gemma3 | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => RopeMode::Neox,
         };
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
@@ -202,6 +261,10 @@ impl ModelConfig {
                 .unwrap_or(0.0);
         }
         let rope_factors = rope_factors(g, family, &rope)?;
+        let (scales, attention_scale) = match family {
+            Family::Granite => granite_scales(g, &arch)?,
+            _ => (BranchScales::default(), None),
+        };
         // Only Gemma 3's window is read (llama.cpp turns Phi-3's off).
         let n_swa = match family {
             Family::Gemma3 => g.opt_usize(&key("attention.sliding_window"))?.unwrap_or(0),
@@ -239,10 +302,11 @@ impl ModelConfig {
                 // llama.cpp scales Gemma 3 27B (62 layers) by the residual
                 // width per head, not the head size.
                 Family::Gemma3 if n_layer == 62 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
-                _ => 1.0 / (head_dim as f32).sqrt(),
+                _ => attention_scale.unwrap_or(1.0 / (head_dim as f32).sqrt()),
             },
             rope_factors,
             attn_temp_scale,
+            scales,
         })
     }
 
@@ -325,7 +389,7 @@ impl ModelConfig {
     pub fn embd_scale(&self) -> Option<f32> {
         match self.family {
             Family::Gemma3 => Some((self.n_embd as f32).sqrt()),
-            _ => None,
+            _ => self.scales.embedding,
         }
     }
 
@@ -522,6 +586,43 @@ mod tests {
         assert_eq!(c.attn_temperature(63), Some(1.0));
         assert_eq!(c.attn_temperature(64), Some(1.0 + 0.1 * 2.0f32.ln()));
         assert_eq!(c.attn_temperature(191), Some(1.0 + 0.1 * 3.0f32.ln()));
+    }
+
+    #[test]
+    fn granite_reads_its_scales() {
+        let scales = [
+            ("llama.logit_scale", Value::F32(8.0)),
+            ("llama.residual_scale", Value::F32(0.22)),
+            ("llama.embedding_scale", Value::F32(12.0)),
+            ("llama.attention.scale", Value::F32(0.0078125)),
+        ];
+        let c = ModelConfig::from_gguf(&meta_of("granite", &scales, "")).unwrap();
+        assert_eq!(c.family, Family::Granite);
+        assert_eq!(
+            c.scales,
+            BranchScales {
+                embedding: Some(12.0),
+                residual: Some(0.22),
+                logit: Some(8.0)
+            }
+        );
+        assert_eq!((c.embd_scale(), c.kq_scale), (Some(12.0), 0.0078125));
+        // Only the logit scale is required; a zero factor is none.
+        let e = ModelConfig::from_gguf(&meta_of("granite", &scales, "llama.logit_scale"));
+        assert!(e.unwrap_err().to_string().contains("logit_scale"));
+        let zero = [
+            ("llama.logit_scale", Value::F32(2.0)),
+            ("llama.residual_scale", Value::F32(0.0)),
+        ];
+        let c = ModelConfig::from_gguf(&meta_of("granite", &zero, "")).unwrap();
+        assert_eq!((c.scales.residual, c.scales.embedding), (None, None));
+        assert_eq!(c.kq_scale, 0.25);
+        let off = [
+            ("llama.logit_scale", Value::F32(2.0)),
+            ("llama.rope.scaling.finetuned", Value::Bool(false)),
+        ];
+        let e = ModelConfig::from_gguf(&meta_of("granite", &off, "")).unwrap_err();
+        assert!(e.to_string().contains("without rope"), "{e}");
     }
 
     #[test]

@@ -455,6 +455,9 @@ pub fn build(
         if c.has_post_norms() {
             attn_out = norm(&mut g, attn_out, il, "post_attention_norm")?;
         }
+        if let Some(r) = c.scales.residual {
+            attn_out = g.scale(attn_out, r)?;
+        }
         let ffn_inp = g.add(attn_out, inp_sa)?;
         g.set_name(ffn_inp, format!("ffn_inp-{il}"))?;
 
@@ -476,6 +479,9 @@ pub fn build(
         if c.has_post_norms() {
             down = norm(&mut g, down, il, "post_ffw_norm")?;
         }
+        if let Some(r) = c.scales.residual {
+            down = g.scale(down, r)?;
+        }
         inp_l = g.add(down, ffn_inp)?;
         g.set_name(inp_l, format!("l_out-{il}"))?;
     }
@@ -490,12 +496,15 @@ pub fn build(
     let norm = g.rms_norm(cur, c.rms_eps)?;
     let out_norm = w.input(&mut g, "output_norm.weight")?;
     let cur = g.mul(norm, out_norm)?;
-    let logits = if c.tied_output {
+    let mut logits = if c.tied_output {
         g.mul_mat(tok_embd, cur)?
     } else {
         let home = w.home("output_norm.weight")?;
         products(&mut g, w, &["output.weight".to_string()], cur, home)?[0]
     };
+    if let Some(l) = c.scales.logit {
+        logits = g.scale(logits, 1.0 / l)?;
+    }
     g.set_name(logits, "result_output")?;
     g.set_output(logits)?;
     let sampler_settings = match chain {

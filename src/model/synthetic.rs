@@ -37,6 +37,8 @@ pub enum SyntheticArch {
     /// `mistral3`: YaRN over a 32nd of the training context with a
     /// log multiplier, attention temperature scaling, rope factors.
     Mistral3,
+    /// `granite`: embedding, attention, residual and logit scales.
+    Granite,
 }
 
 /// The shape and types of a synthetic llama model.
@@ -146,7 +148,7 @@ impl SyntheticLlama {
 
     /// The preset called `smollm2-135m`, `1b`, `8b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
-    /// `qwen3`, `smollm3`, `phi3`, `mistral3`) and with its layers' weight type after a colon
+    /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -177,9 +179,10 @@ impl SyntheticLlama {
             Some("smollm3") => SyntheticArch::SmolLM3,
             Some("phi3") => SyntheticArch::Phi3,
             Some("mistral3") => SyntheticArch::Mistral3,
+            Some("granite") => SyntheticArch::Granite,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3 or mistral3"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3 or granite"
             )))
             }
         };
@@ -219,6 +222,7 @@ impl SyntheticLlama {
             SyntheticArch::SmolLM3 => "smollm3",
             SyntheticArch::Phi3 => "phi3",
             SyntheticArch::Mistral3 => "mistral3",
+            SyntheticArch::Granite => "granite",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -234,6 +238,14 @@ impl SyntheticLlama {
             .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
         if self.arch == SyntheticArch::Phi3 {
             w.add(key("rope.scaling.attn_factor"), 1.2f32);
+        }
+        if self.arch == SyntheticArch::Granite {
+            // Far enough from 1 (and from the default 1 / sqrt(head_dim)
+            // of the attention scale) that leaving any out shows.
+            w.add(key("embedding_scale"), 6.0f32)
+                .add(key("residual_scale"), 0.3f32)
+                .add(key("logit_scale"), 2.5f32)
+                .add(key("attention.scale"), 0.4f32);
         }
         if self.arch == SyntheticArch::Mistral3 {
             // An original context of a 32nd of the trained one, so that
@@ -353,7 +365,8 @@ impl SyntheticLlama {
                 | SyntheticArch::Llama3
                 | SyntheticArch::SmolLM3
                 | SyntheticArch::Phi3
-                | SyntheticArch::Mistral3 => {}
+                | SyntheticArch::Mistral3
+                | SyntheticArch::Granite => {}
             }
         }
         w.write_file(path)
