@@ -174,3 +174,28 @@ fn weight_types_match_llama_cpp() {
 fn granite_scales_match_llama_cpp() {
     on_every_backend("tiny@granite");
 }
+
+#[test]
+fn gemma2_window_and_soft_caps_match_llama_cpp() {
+    on_every_backend("tiny@gemma2");
+}
+
+/// The flash-attention kernels have no soft cap: asking for them on Gemma 2
+/// is an error, not scores left uncapped.
+#[test]
+fn gemma2_refuses_flash_attention() {
+    let path = std::env::temp_dir().join(format!("wginfer-gemma2-fa-{}.gguf", std::process::id()));
+    let spec = SyntheticLlama::preset("tiny@gemma2").expect("preset");
+    spec.write(&path, 1).expect("write the synthetic model");
+    let opts = LoadOptions {
+        backend: BackendChoice::Cpu,
+        flash_attn: wginfer::model::FlashAttn::On,
+        ..LoadOptions::default()
+    };
+    let e = match Model::load(&path, &opts) {
+        Ok(_) => panic!("gemma2 loaded with flash attention on"),
+        Err(e) => e,
+    };
+    let _ = std::fs::remove_file(&path);
+    assert!(e.to_string().contains("soft-cap"), "{e}");
+}

@@ -338,6 +338,12 @@ impl Graph {
         self.unary(Op::Gelu, a)
     }
 
+    /// `tanh(x)`.
+    pub fn tanh(&mut self, a: TensorId) -> Result<TensorId> {
+        self.check_ids(&[a])?;
+        self.unary(Op::Tanh, a)
+    }
+
     fn row_op(&mut self, op: Op, a: TensorId) -> Result<TensorId> {
         expect_type(self, a, DType::F32, op.name())?;
         let ne = self.layout(a).ne;

@@ -102,6 +102,8 @@ pub enum Op {
     Relu,
     /// GELU, tanh approximation.
     Gelu,
+    /// `tanh(x)`.
+    Tanh,
     /// Row softmax of `src[0] * scale (+ src[1])`; the optional mask `src[1]` is
     /// broadcast over dims 2 and 3.
     SoftMax {
@@ -192,6 +194,7 @@ impl Op {
             Op::Silu => "silu",
             Op::Relu => "relu",
             Op::Gelu => "gelu",
+            Op::Tanh => "tanh",
             Op::SoftMax { .. } => "soft_max",
             Op::Norm { .. } => "norm",
             Op::RmsNorm { .. } => "rms_norm",

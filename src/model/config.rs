@@ -19,6 +19,10 @@ pub enum Family {
     /// six, per-head q/k norms, norms after attention and the feed-forward,
     /// embeddings scaled by `sqrt(n_embd)`, GELU-gated feed-forward.
     Gemma3,
+    /// llama.cpp's `gemma2` graph: Gemma 3's without q/k norms, sliding-window
+    /// attention on every other layer with one rope base, and the attention
+    /// scores and logits soft-capped (`cap * tanh(x / cap)`).
+    Gemma2,
     /// llama.cpp's `qwen2` graph (Qwen 2 and 2.5): llama's, with neox rope
     /// and biases on the q/k/v projections.
     Qwen2,
@@ -48,6 +52,7 @@ pub enum Family {
 const FAMILIES: &[(&str, Family)] = &[
     ("llama", Family::Llama),
     ("gemma3", Family::Gemma3),
+    ("gemma2", Family::Gemma2),
     ("qwen2", Family::Qwen2),
     ("qwen3", Family::Qwen3),
     ("smollm3", Family::SmolLM3),
@@ -59,13 +64,17 @@ const FAMILIES: &[(&str, Family)] = &[
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
-    "llama", "gemma3", "qwen2", "qwen3", "smollm3", "phi3", "mistral3", "granite",
+    "llama", "gemma3", "gemma2", "qwen2", "qwen3", "smollm3", "phi3", "mistral3", "granite",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
-/// `set_swa_pattern(6)`), with their own rope base.
+/// `set_swa_pattern(6)`), with their own rope base; Gemma 2's: every other
+/// one (`set_swa_pattern(2)`), with the other layers' rope, and a window of
+/// 4,096 where the file names none.
 const GEMMA3_SWA_PERIOD: usize = 6;
 const GEMMA3_SWA_FREQ_BASE: f32 = 10_000.0;
+const GEMMA2_SWA_PERIOD: usize = 2;
+const GEMMA2_SWA_DEFAULT: usize = 4096;
 
 /// The feed-forward's gate activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +134,14 @@ pub struct ModelConfig {
     /// each residual branch before its add (`{arch}.residual_scale`), and
     /// the divisor of the logits (`{arch}.logit_scale`).
     pub scales: BranchScales,
+    /// Layers `il` with `il % swa_period < swa_period - 1` attend through
+    /// the sliding window (when `n_swa > 0`).
+    pub swa_period: usize,
+    /// Gemma 2's soft cap of the (scaled) attention scores:
+    /// `cap * tanh(x / cap)` before the softmax.
+    pub attn_softcap: Option<f32>,
+    /// Gemma 2's soft cap of the logits.
+    pub final_softcap: Option<f32>,
 }
 
 /// Factors some families apply along the residual stream; `None` where a
@@ -249,7 +266,9 @@ impl ModelConfig {
             Family::Llama | Family::SmolLM3 | Family::Mistral3 | Family::Granite => {
                 RopeMode::Normal
             }
-            Family::Gemma3 | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => RopeMode::Neox,
+            Family::Gemma3 | Family::Gemma2 | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => {
+                RopeMode::Neox
+            }
         };
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
         let mut attn_temp_scale = 0.0;
@@ -265,22 +284,44 @@ impl ModelConfig {
             Family::Granite => granite_scales(g, &arch)?,
             _ => (BranchScales::default(), None),
         };
-        // Only Gemma 3's window is read (llama.cpp turns Phi-3's off).
-        let n_swa = match family {
-            Family::Gemma3 => g.opt_usize(&key("attention.sliding_window"))?.unwrap_or(0),
-            _ => 0,
+        // Only the Gemmas' windows are read (llama.cpp turns Phi-3's off).
+        let window = g.opt_usize(&key("attention.sliding_window"))?;
+        let (n_swa, swa_period) = match family {
+            Family::Gemma3 => (window.unwrap_or(0), GEMMA3_SWA_PERIOD),
+            Family::Gemma2 => (window.unwrap_or(GEMMA2_SWA_DEFAULT), GEMMA2_SWA_PERIOD),
+            _ => (0, GEMMA3_SWA_PERIOD),
         };
         let mut rope_swa = rope;
-        if n_swa > 0 {
-            rope_swa.freq_base = GEMMA3_SWA_FREQ_BASE;
-            rope_swa.freq_scale = 1.0;
-        }
-        if let Some(cap) = g.opt_f32(&key("final_logit_softcapping"))? {
-            if cap != 0.0 {
-                return Err(Error::invalid(format!(
-                    "{arch}: final logit soft-capping ({cap}) is not supported"
-                )));
+        match family {
+            Family::Gemma3 if n_swa > 0 => {
+                rope_swa.freq_base = GEMMA3_SWA_FREQ_BASE;
+                rope_swa.freq_scale = 1.0;
             }
+            Family::Gemma2 => {
+                if let Some(base) = g.opt_f32(&key("rope.freq_base_swa"))? {
+                    rope_swa.freq_base = base;
+                }
+            }
+            _ => {}
+        }
+        let cap = |name: &str| -> Result<Option<f32>> {
+            let cap = g.opt_f32(&key(name))?.filter(|&c| c != 0.0);
+            match cap {
+                Some(c) if !c.is_finite() => Err(Error::invalid(format!("{arch}: {name} is {c}"))),
+                _ => Ok(cap),
+            }
+        };
+        let (attn_softcap, final_softcap) = match family {
+            Family::Gemma2 => (
+                cap("attn_logit_softcapping")?,
+                cap("final_logit_softcapping")?,
+            ),
+            _ => (None, None),
+        };
+        if let (None, Some(c)) = (final_softcap, cap("final_logit_softcapping")?) {
+            return Err(Error::invalid(format!(
+                "{arch}: final logit soft-capping ({c}) is not supported"
+            )));
         }
         Ok(ModelConfig {
             arch,
@@ -302,11 +343,16 @@ impl ModelConfig {
                 // llama.cpp scales Gemma 3 27B (62 layers) by the residual
                 // width per head, not the head size.
                 Family::Gemma3 if n_layer == 62 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
+                // And Gemma 2 27B (46 layers) likewise.
+                Family::Gemma2 if n_layer == 46 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
                 _ => attention_scale.unwrap_or(1.0 / (head_dim as f32).sqrt()),
             },
             rope_factors,
             attn_temp_scale,
             scales,
+            swa_period,
+            attn_softcap,
+            final_softcap,
         })
     }
 
@@ -325,7 +371,7 @@ impl ModelConfig {
 
     /// Whether layer `il` attends through the sliding window.
     pub fn is_swa_layer(&self, il: usize) -> bool {
-        self.n_swa > 0 && il % GEMMA3_SWA_PERIOD < GEMMA3_SWA_PERIOD - 1
+        self.n_swa > 0 && il % self.swa_period < self.swa_period - 1
     }
 
     /// The tensor of rope frequency factors for a context of `n_ctx`
@@ -374,13 +420,13 @@ impl ModelConfig {
     /// Whether the attention and feed-forward outputs are rms-normed before
     /// their residual add (`post_attention_norm`, `post_ffw_norm`).
     pub fn has_post_norms(&self) -> bool {
-        self.family == Family::Gemma3
+        matches!(self.family, Family::Gemma3 | Family::Gemma2)
     }
 
     /// The feed-forward's gate activation.
     pub fn activation(&self) -> Activation {
         match self.family {
-            Family::Gemma3 => Activation::GeluTanh,
+            Family::Gemma3 | Family::Gemma2 => Activation::GeluTanh,
             _ => Activation::Silu,
         }
     }
@@ -388,7 +434,7 @@ impl ModelConfig {
     /// What the token embeddings are multiplied by, if anything.
     pub fn embd_scale(&self) -> Option<f32> {
         match self.family {
-            Family::Gemma3 => Some((self.n_embd as f32).sqrt()),
+            Family::Gemma3 | Family::Gemma2 => Some((self.n_embd as f32).sqrt()),
             _ => self.scales.embedding,
         }
     }
@@ -586,6 +632,26 @@ mod tests {
         assert_eq!(c.attn_temperature(63), Some(1.0));
         assert_eq!(c.attn_temperature(64), Some(1.0 + 0.1 * 2.0f32.ln()));
         assert_eq!(c.attn_temperature(191), Some(1.0 + 0.1 * 3.0f32.ln()));
+    }
+
+    #[test]
+    fn gemma2_reads_its_window_and_soft_caps() {
+        let caps = [
+            ("llama.attn_logit_softcapping", Value::F32(50.0)),
+            ("llama.final_logit_softcapping", Value::F32(30.0)),
+        ];
+        let c = ModelConfig::from_gguf(&meta_of("gemma2", &caps, "")).unwrap();
+        assert_eq!(c.family, Family::Gemma2);
+        assert_eq!((c.attn_softcap, c.final_softcap), (Some(50.0), Some(30.0)));
+        // A window of 4,096 on every other layer, with the same rope.
+        assert_eq!(c.n_swa, 4096);
+        assert!(c.is_swa_layer(0) && !c.is_swa_layer(1) && c.is_swa_layer(2));
+        assert_eq!(c.rope_of_layer(0), c.rope_of_layer(1));
+        assert!(c.has_post_norms() && !c.has_qk_norm());
+        assert_eq!(c.embd_scale(), Some(8.0));
+        // Other families do not soft-cap their logits.
+        let e = ModelConfig::from_gguf(&meta_of("llama", &caps, "")).unwrap_err();
+        assert!(e.to_string().contains("soft-capping"), "{e}");
     }
 
     #[test]

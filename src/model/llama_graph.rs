@@ -436,7 +436,13 @@ pub fn build(
             g.flash_attn(q, k_all, v_rows, Some(mask), kq_scale)?
         } else {
             let kq = g.mul_mat(k_all, q)?;
-            let kq = g.soft_max(kq, Some(mask), kq_scale)?;
+            let kq = match c.attn_softcap {
+                Some(cap) => {
+                    let kq = soft_cap(&mut g, kq, cap, kq_scale)?;
+                    g.soft_max(kq, Some(mask), 1.0)?
+                }
+                None => g.soft_max(kq, Some(mask), kq_scale)?,
+            };
             g.set_name(kq, format!("kq_soft_max-{il}"))?;
             let kqv = g.mul_mat(v_all, kq)?;
             g.set_name(kqv, format!("kqv-{il}"))?;
@@ -505,6 +511,9 @@ pub fn build(
     if let Some(l) = c.scales.logit {
         logits = g.scale(logits, 1.0 / l)?;
     }
+    if let Some(cap) = c.final_softcap {
+        logits = soft_cap(&mut g, logits, cap, 1.0)?;
+    }
     g.set_name(logits, "result_output")?;
     g.set_output(logits)?;
     let sampler_settings = match chain {
@@ -527,6 +536,13 @@ pub fn build(
         logits,
         sampler_settings,
     })
+}
+
+/// `cap * tanh(x * scale / cap)`: Gemma 2's soft cap of `x * scale`.
+fn soft_cap(g: &mut Graph, x: TensorId, cap: f32, scale: f32) -> Result<TensorId> {
+    let x = g.scale(x, scale / cap)?;
+    let x = g.tanh(x)?;
+    g.scale(x, cap)
 }
 
 /// Writes the pick from `logits` into `dst`; returns the sampler's

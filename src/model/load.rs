@@ -220,7 +220,17 @@ fn load_parts(
     // Flash attention pays on hardware GPUs only, and only when every
     // layer's attention runs there (see `FlashAttn::Auto`).
     let on_gpus = !opened.software && layer_backends.iter().all(|b| b.queues_work());
-    let flash_attn = opts.flash_attn.resolve(on_gpus);
+    let flash_attn = match (c.attn_softcap, opts.flash_attn) {
+        // The flash-attention kernels have no soft cap of the scores.
+        (Some(_), FlashAttn::On | FlashAttn::Decode) => {
+            return Err(Error::invalid(format!(
+                "{}: flash attention does not soft-cap the attention scores; use --flash-attn off or auto",
+                c.arch
+            )))
+        }
+        (Some(_), _) => FlashAttn::Off,
+        (None, choice) => choice.resolve(on_gpus),
+    };
     let eval = Evaluator::new(backends.clone(), c, &weights, &kv, n_batch, flash_attn)?;
     Ok(Parts {
         weights,

@@ -78,7 +78,9 @@ mod weights;
 pub use chat::{
     apply_chat, apply_chat_messages, chatml_user_turn, render_template, ChatFormat, Message,
 };
-pub use config::{Activation, Family, ModelConfig, RopeFactors, SUPPORTED_ARCHITECTURES};
+pub use config::{
+    Activation, BranchScales, Family, ModelConfig, RopeFactors, SUPPORTED_ARCHITECTURES,
+};
 pub use conversation::Conversation;
 pub use devices::{BackendChoice, BackendInfo};
 pub use eval::{Evaluator, PendingToken, StepTimes};

@@ -39,6 +39,9 @@ pub enum SyntheticArch {
     Mistral3,
     /// `granite`: embedding, attention, residual and logit scales.
     Granite,
+    /// `gemma2`: post-norms, an 8-position window on every other layer,
+    /// soft caps of the attention scores and logits low enough to bite.
+    Gemma2,
 }
 
 /// The shape and types of a synthetic llama model.
@@ -148,7 +151,7 @@ impl SyntheticLlama {
 
     /// The preset called `smollm2-135m`, `1b`, `8b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
-    /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`) and with its layers' weight type after a colon
+    /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -180,9 +183,10 @@ impl SyntheticLlama {
             Some("phi3") => SyntheticArch::Phi3,
             Some("mistral3") => SyntheticArch::Mistral3,
             Some("granite") => SyntheticArch::Granite,
+            Some("gemma2") => SyntheticArch::Gemma2,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3 or granite"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite or gemma2"
             )))
             }
         };
@@ -223,6 +227,7 @@ impl SyntheticLlama {
             SyntheticArch::Phi3 => "phi3",
             SyntheticArch::Mistral3 => "mistral3",
             SyntheticArch::Granite => "granite",
+            SyntheticArch::Gemma2 => "gemma2",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -246,6 +251,11 @@ impl SyntheticLlama {
                 .add(key("residual_scale"), 0.3f32)
                 .add(key("logit_scale"), 2.5f32)
                 .add(key("attention.scale"), 0.4f32);
+        }
+        if self.arch == SyntheticArch::Gemma2 {
+            w.add(key("attention.sliding_window"), 8u32)
+                .add(key("attn_logit_softcapping"), 2.0f32)
+                .add(key("final_logit_softcapping"), 3.0f32);
         }
         if self.arch == SyntheticArch::Mistral3 {
             // An original context of a 32nd of the trained one, so that
@@ -359,6 +369,11 @@ impl SyntheticLlama {
                 SyntheticArch::Qwen3 => {
                     for m in ["attn_q_norm", "attn_k_norm"] {
                         w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
+                    }
+                }
+                SyntheticArch::Gemma2 => {
+                    for m in ["post_attention_norm", "post_ffw_norm"] {
+                        w.add_tensor(name(m), DType::F32, &[e], values(e, 0.5, 1.5))?;
                     }
                 }
                 SyntheticArch::Llama

@@ -1,4 +1,4 @@
-//! add, mul, scale, silu, relu, gelu, cpy and cont cases (diag_mask_inf's
+//! add, mul, scale, silu, relu, gelu, tanh, cpy and cont cases (diag_mask_inf's
 //! are llama.cpp's own three, in its case list).
 
 use crate::graph::TensorId;
@@ -69,6 +69,7 @@ fn unary(
     let out = match op {
         "silu" => b.g.silu(a)?,
         "relu" => b.g.relu(a)?,
+        "tanh" => b.g.tanh(a)?,
         _ => b.g.gelu(a)?,
     };
     let name = format!(
@@ -218,7 +219,7 @@ pub fn cases() -> Result<Vec<Case>> {
             binary(&mut cases, mul, t, [1280, 1, 1, 1], [1, 16, 16, 1], false)?;
             binary(&mut cases, mul, t, [10, 5, 1, 1], [1, 1, 4, 3], false)?;
         }
-        for op in ["silu", "relu", "gelu"] {
+        for op in ["silu", "relu", "gelu", "tanh"] {
             for strided in [false, true] {
                 unary(&mut cases, op, t, [128, 2, 2, 2], strided)?;
                 unary(&mut cases, op, t, [5, 7, 11, 13], strided)?;

@@ -44,6 +44,7 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::Scale(k) => elementwise::unary(s(0)?, threads, |x| x * k),
         Op::Silu => elementwise::unary(s(0)?, threads, elementwise::silu),
         Op::Relu => elementwise::unary(s(0)?, threads, |x| x.max(0.0)),
+        Op::Tanh => elementwise::unary(s(0)?, threads, f32::tanh),
         Op::Gelu if settings.quantized_dots => {
             elementwise::unary(s(0)?, threads, elementwise::gelu_f16_table)
         }

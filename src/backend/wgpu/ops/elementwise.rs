@@ -41,6 +41,8 @@ fn unary_defs(op: Op) -> Option<(&'static str, &'static str, u32)> {
         Op::Scale(s) => ("scale", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x * bitcast<f32>(p.x.x); }\n", s.to_bits()),
         Op::Silu => ("silu", "fn unop(x: f32, i: vec4<u32>) -> f32 { return x / (1.0 + exp(-x)); }\n", 0),
         Op::Relu => ("relu", "fn unop(x: f32, i: vec4<u32>) -> f32 { return max(x, 0.0); }\n", 0),
+        // Clamped for the same reason as GELU's; tanh(10) is 1 in f32.
+        Op::Tanh => ("tanh", "fn unop(x: f32, i: vec4<u32>) -> f32 { return tanh(clamp(x, -10.0, 10.0)); }\n", 0),
         // tanh of a large argument can come out as inf/inf on some devices.
         Op::Gelu => (
             "gelu",
@@ -88,6 +90,7 @@ fn binary_defs(op: Op) -> Option<(&'static str, &'static str)> {
         | Op::Silu
         | Op::Relu
         | Op::Gelu
+        | Op::Tanh
         | Op::DiagMaskInf { .. }
         | Op::Cpy
         | Op::Norm { .. }

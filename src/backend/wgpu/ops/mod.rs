@@ -40,9 +40,13 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         Op::Input | Op::View | Op::Empty | Op::Transfer => true,
         Op::Add | Op::Mul => elementwise::supports_binary(graph, id),
         Op::Cpy if cpy_blocks::moves_blocks(graph, id) => cpy_blocks::supports(graph, id),
-        Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
-            elementwise::supports_unary(graph, id)
-        }
+        Op::Scale(_)
+        | Op::Silu
+        | Op::Relu
+        | Op::Gelu
+        | Op::Tanh
+        | Op::DiagMaskInf { .. }
+        | Op::Cpy => elementwise::supports_unary(graph, id),
         Op::Norm { .. } | Op::RmsNorm { .. } => norm::supports(graph, id),
         Op::SoftMax { .. } => softmax::supports(graph, id),
         Op::MulMat => mul_mat::supports(dev, graph, id),
@@ -171,9 +175,13 @@ pub fn encode(
         Op::Input | Op::View | Op::Empty | Op::Transfer => Ok(vec![]),
         Op::Add | Op::Mul => elementwise::encode_binary(&enc),
         Op::Cpy if cpy_blocks::moves_blocks(graph, id) => cpy_blocks::encode(&enc),
-        Op::Scale(_) | Op::Silu | Op::Relu | Op::Gelu | Op::DiagMaskInf { .. } | Op::Cpy => {
-            elementwise::encode_unary(&enc)
-        }
+        Op::Scale(_)
+        | Op::Silu
+        | Op::Relu
+        | Op::Gelu
+        | Op::Tanh
+        | Op::DiagMaskInf { .. }
+        | Op::Cpy => elementwise::encode_unary(&enc),
         Op::Norm { .. } | Op::RmsNorm { .. } => norm::encode(&enc),
         Op::SoftMax { .. } => softmax::encode(&enc),
         Op::MulMat => mul_mat::encode(&enc),
