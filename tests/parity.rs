@@ -138,6 +138,7 @@ parity_tests! {
     scale => "scale",
     silu => "silu",
     relu => "relu",
+    tanh => "tanh",
     gelu => "gelu",
     cpy => "cpy",
     cont => "cont",
