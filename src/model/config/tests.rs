@@ -1,0 +1,317 @@
+//! Reading hyperparameters from metadata, family by family.
+
+use super::rope::DEFAULT_FREQ_BASE;
+use super::*;
+use crate::gguf::{GgufWriter, Value};
+use crate::DType;
+
+fn meta(extra: &[(&str, Value)], drop: &str) -> Gguf {
+    meta_of("llama", extra, drop)
+}
+
+/// A file of architecture `arch`: the `llama.` keys below renamed.
+fn meta_of(arch: &str, extra: &[(&str, Value)], drop: &str) -> Gguf {
+    let mut w = GgufWriter::new();
+    let base: Vec<(&str, Value)> = vec![
+        ("general.architecture", arch.into()),
+        ("llama.block_count", Value::U32(2)),
+        ("llama.embedding_length", Value::U32(64)),
+        ("llama.feed_forward_length", Value::U32(128)),
+        ("llama.attention.head_count", Value::U32(4)),
+        ("llama.attention.head_count_kv", Value::U32(2)),
+        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ("llama.context_length", Value::U32(256)),
+        ("tokenizer.ggml.tokens", vec!["a", "b", "c"].into()),
+    ];
+    for (k, v) in base.into_iter().chain(extra.iter().cloned()) {
+        if k != drop {
+            w.add(k.replacen("llama.", &format!("{arch}."), 1), v);
+        }
+    }
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes).unwrap();
+    Gguf::parse(&bytes).unwrap()
+}
+
+#[test]
+fn reads_hyperparameters_with_defaults() {
+    let c = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
+    assert_eq!((c.n_layer, c.n_embd, c.n_ff), (2, 64, 128));
+    assert_eq!((c.n_head, c.n_head_kv, c.head_dim), (4, 2, 16));
+    assert_eq!((c.n_embd_q(), c.n_embd_kv(), c.n_vocab), (64, 32, 3));
+    assert_eq!(c.rope.n_dims, 16);
+    assert_eq!(c.rope.freq_base, DEFAULT_FREQ_BASE);
+    assert_eq!((c.rope.freq_scale, c.rope.ext_factor), (1.0, 0.0));
+    assert_eq!(c.rope.n_ctx_orig, 256);
+    assert!(c.tied_output);
+}
+
+#[test]
+fn supported_architectures_are_the_family_names() {
+    let names: Vec<&str> = FAMILIES.iter().map(|&(name, _)| name).collect();
+    assert_eq!(names, SUPPORTED_ARCHITECTURES);
+}
+
+#[test]
+fn gemma3_has_its_window_rope_bases_and_variations() {
+    let c = ModelConfig::from_gguf(&meta_of(
+        "gemma3",
+        &[
+            ("llama.attention.sliding_window", Value::U32(512)),
+            ("llama.rope.freq_base", Value::F32(1e6)),
+        ],
+        "",
+    ))
+    .unwrap();
+    assert_eq!((c.family, c.n_swa), (Family::Gemma3, 512));
+    let swa: Vec<bool> = (0..12).map(|il| c.is_swa_layer(il)).collect();
+    let global = [5, 11];
+    for (il, &s) in swa.iter().enumerate() {
+        assert_eq!(s, !global.contains(&il), "layer {il}");
+    }
+    assert_eq!(c.rope_of_layer(0).freq_base, 1e4);
+    assert_eq!(c.rope_of_layer(5).freq_base, 1e6);
+    assert_eq!(c.rope.mode, RopeMode::Neox);
+    assert_eq!(c.embd_scale(), Some(8.0));
+    assert!(c.has_qk_norm() && c.has_post_norms());
+    assert_eq!(c.activation(), Activation::GeluTanh);
+
+    let llama = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
+    assert_eq!((llama.family, llama.n_swa), (Family::Llama, 0));
+    assert!(!llama.is_swa_layer(0) && llama.embd_scale().is_none());
+    assert_eq!(llama.rope.mode, RopeMode::Normal);
+}
+
+/// A llama-shaped file of architecture `arch` (head size 16) with one
+/// tensor, `rope_freqs.weight` of `dtype` and `n` values.
+fn with_rope_factors(arch: &str, dtype: DType, n: usize) -> Result<ModelConfig> {
+    let mut w = GgufWriter::new();
+    w.add("general.architecture", arch);
+    for (k, v) in [
+        ("block_count", 2u32),
+        ("embedding_length", 64),
+        ("feed_forward_length", 128),
+        ("attention.head_count", 4),
+        ("context_length", 256),
+    ] {
+        w.add(format!("{arch}.{k}"), v);
+    }
+    w.add(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-5f32)
+        .add("tokenizer.ggml.tokens", vec!["a", "b"]);
+    w.add_tensor(ROPE_FACTORS, dtype, &[n], vec![0u8; dtype.row_bytes(n)?])?;
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes)?;
+    ModelConfig::from_gguf(&Gguf::parse(&bytes)?)
+}
+
+#[test]
+fn rope_factors_are_read_for_llama_only_and_checked() {
+    let c = with_rope_factors("llama", DType::F32, 8).unwrap();
+    assert_eq!(c.rope_factors, RopeFactors::Freqs);
+    let has = |n: &str| n == ROPE_FACTORS;
+    assert_eq!(c.rope_factors_tensor(has, 1 << 20), Some(ROPE_FACTORS));
+    let plain = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
+    assert_eq!(plain.rope_factors, RopeFactors::None);
+    for (arch, dtype, n, says) in [
+        ("llama", DType::F32, 16, "f32 [8] expected"),
+        ("llama", DType::F16, 8, "f32 [8] expected"),
+        (
+            "qwen2",
+            DType::F32,
+            8,
+            "not supported for this architecture",
+        ),
+    ] {
+        let e = with_rope_factors(arch, dtype, n).unwrap_err().to_string();
+        assert!(e.contains(says), "{arch} {dtype} {n}: {e}");
+    }
+}
+
+#[test]
+fn smollm3_skips_rope_on_every_fourth_layer() {
+    let c = ModelConfig::from_gguf(&meta_of("smollm3", &[], "")).unwrap();
+    let ropes: Vec<bool> = (0..8).map(|il| c.ropes_layer(il)).collect();
+    assert_eq!(ropes, [true, true, true, false, true, true, true, false]);
+    assert_eq!((c.family, c.rope.mode), (Family::SmolLM3, RopeMode::Normal));
+    let llama = ModelConfig::from_gguf(&meta(&[], "")).unwrap();
+    assert!((0..8).all(|il| llama.ropes_layer(il)));
+}
+
+#[test]
+fn phi3_takes_short_factors_within_the_training_context() {
+    let mut c = ModelConfig::from_gguf(&meta_of("phi3", &[], "")).unwrap();
+    assert!(c.fused_projections() && c.rope.mode == RopeMode::Neox);
+    assert_eq!(c.rope_factors, RopeFactors::None);
+    c.rope_factors = RopeFactors::LongShort;
+    let both = |_: &str| true;
+    assert_eq!(c.rope_factors_tensor(both, 256), Some(ROPE_FACTORS_SHORT));
+    assert_eq!(c.rope_factors_tensor(both, 257), Some(ROPE_FACTORS_LONG));
+    let short_only = |n: &str| n == ROPE_FACTORS_SHORT;
+    assert_eq!(c.rope_factors_tensor(short_only, 257), None);
+}
+
+#[test]
+fn mistral3_scales_yarn_and_limits_the_context_to_the_original_one() {
+    let yarn = [
+        ("llama.rope.scaling.type", "yarn".into()),
+        ("llama.rope.scaling.factor", Value::F32(4.0)),
+        ("llama.rope.scaling.original_context_length", Value::U32(64)),
+    ];
+    let with = |extra: &[(&str, Value)]| {
+        let all: Vec<(&str, Value)> = yarn.iter().cloned().chain(extra.iter().cloned()).collect();
+        ModelConfig::from_gguf(&meta_of("mistral3", &all, "")).unwrap()
+    };
+    let plain = with(&[]);
+    assert_eq!((plain.rope.attn_factor, plain.attn_temp_scale), (1.0, 0.0));
+    assert_eq!(plain.attn_temperature(1 << 20), None);
+    let c = with(&[
+        ("llama.rope.scaling.yarn_log_multiplier", Value::F32(0.5)),
+        ("llama.attention.temperature_scale", Value::F32(0.1)),
+    ]);
+    let want = 1.0 / (1.0 + 0.05 * 4.0f32.ln());
+    assert!(
+        (c.rope.attn_factor - want).abs() < 1e-6,
+        "{}",
+        c.rope.attn_factor
+    );
+    // 1 within the original 64 positions, then steps every 64.
+    assert_eq!(c.attn_temperature(0), Some(1.0));
+    assert_eq!(c.attn_temperature(63), Some(1.0));
+    assert_eq!(c.attn_temperature(64), Some(1.0 + 0.1 * 2.0f32.ln()));
+    assert_eq!(c.attn_temperature(191), Some(1.0 + 0.1 * 3.0f32.ln()));
+}
+
+#[test]
+fn gemma2_reads_its_window_and_soft_caps() {
+    let caps = [
+        ("llama.attn_logit_softcapping", Value::F32(50.0)),
+        ("llama.final_logit_softcapping", Value::F32(30.0)),
+    ];
+    let c = ModelConfig::from_gguf(&meta_of("gemma2", &caps, "")).unwrap();
+    assert_eq!(c.family, Family::Gemma2);
+    assert_eq!((c.attn_softcap, c.final_softcap), (Some(50.0), Some(30.0)));
+    // A window of 4,096 on every other layer, with the same rope.
+    assert_eq!(c.n_swa, 4096);
+    assert!(c.is_swa_layer(0) && !c.is_swa_layer(1) && c.is_swa_layer(2));
+    assert_eq!(c.rope_of_layer(0), c.rope_of_layer(1));
+    assert!(c.has_post_norms() && !c.has_qk_norm());
+    assert_eq!(c.embd_scale(), Some(8.0));
+    // Other families do not soft-cap their logits.
+    let e = ModelConfig::from_gguf(&meta_of("llama", &caps, "")).unwrap_err();
+    assert!(e.to_string().contains("soft-capping"), "{e}");
+}
+
+#[test]
+fn granite_reads_its_scales() {
+    let scales = [
+        ("llama.logit_scale", Value::F32(8.0)),
+        ("llama.residual_scale", Value::F32(0.22)),
+        ("llama.embedding_scale", Value::F32(12.0)),
+        ("llama.attention.scale", Value::F32(0.0078125)),
+    ];
+    let c = ModelConfig::from_gguf(&meta_of("granite", &scales, "")).unwrap();
+    assert_eq!(c.family, Family::Granite);
+    assert_eq!(
+        c.scales,
+        BranchScales {
+            embedding: Some(12.0),
+            residual: Some(0.22),
+            logit: Some(8.0)
+        }
+    );
+    assert_eq!((c.embd_scale(), c.kq_scale), (Some(12.0), 0.0078125));
+    // Only the logit scale is required; a zero factor is none.
+    let e = ModelConfig::from_gguf(&meta_of("granite", &scales, "llama.logit_scale"));
+    assert!(e.unwrap_err().to_string().contains("logit_scale"));
+    let zero = [
+        ("llama.logit_scale", Value::F32(2.0)),
+        ("llama.residual_scale", Value::F32(0.0)),
+    ];
+    let c = ModelConfig::from_gguf(&meta_of("granite", &zero, "")).unwrap();
+    assert_eq!((c.scales.residual, c.scales.embedding), (None, None));
+    assert_eq!(c.kq_scale, 0.25);
+    let off = [
+        ("llama.logit_scale", Value::F32(2.0)),
+        ("llama.rope.scaling.finetuned", Value::Bool(false)),
+    ];
+    let e = ModelConfig::from_gguf(&meta_of("granite", &off, "")).unwrap_err();
+    assert!(e.to_string().contains("without rope"), "{e}");
+}
+
+#[test]
+fn longrope_scaling_is_read_like_linear() {
+    let c = ModelConfig::from_gguf(&meta_of(
+        "phi3",
+        &[("llama.rope.scaling.type", "longrope".into())],
+        "",
+    ))
+    .unwrap();
+    assert_eq!((c.rope.freq_scale, c.rope.ext_factor), (1.0, 0.0));
+}
+
+#[test]
+fn qwen_families_are_llama_with_neox_rope() {
+    for (arch, family, qk_norm) in [
+        ("qwen2", Family::Qwen2, false),
+        ("qwen3", Family::Qwen3, true),
+    ] {
+        let c = ModelConfig::from_gguf(&meta_of(arch, &[], "")).unwrap();
+        assert_eq!((c.family, c.rope.mode), (family, RopeMode::Neox));
+        assert_eq!(c.has_qk_norm(), qk_norm);
+        assert!(!c.has_post_norms() && c.embd_scale().is_none());
+        assert_eq!((c.activation(), c.n_swa), (Activation::Silu, 0));
+    }
+}
+
+#[test]
+fn reads_yarn_scaling() {
+    let c = ModelConfig::from_gguf(&meta(
+        &[
+            ("llama.rope.scaling.type", "yarn".into()),
+            ("llama.rope.scaling.factor", Value::F32(4.0)),
+            ("llama.rope.scaling.original_context_length", Value::U32(64)),
+            ("llama.rope.freq_base", Value::F32(5e5)),
+        ],
+        "",
+    ))
+    .unwrap();
+    assert_eq!((c.rope.freq_scale, c.rope.ext_factor), (0.25, 1.0));
+    assert_eq!((c.rope.n_ctx_orig, c.rope.freq_base), (64, 5e5));
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let e = ModelConfig::from_gguf(&meta(&[], "llama.block_count")).unwrap_err();
+    assert!(
+        e.to_string().contains("'llama.block_count' is missing"),
+        "{e}"
+    );
+    let e =
+        ModelConfig::from_gguf(&meta(&[("general.architecture", "gpt2".into())], "")).unwrap_err();
+    assert!(e.to_string().contains("architecture 'gpt2'"), "{e}");
+    let e = ModelConfig::from_gguf(&meta(&[("llama.rope.scaling.type", "dynamic".into())], ""))
+        .unwrap_err();
+    assert!(e.to_string().contains("'dynamic' is not supported"), "{e}");
+    let e = ModelConfig::from_gguf(&meta(
+        &[("llama.attention.head_count_kv", Value::U32(3))],
+        "",
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("not a multiple"), "{e}");
+}
+
+/// A key length from the file whose product with the head count
+/// overflows is an error here, not an overflow later in `n_embd_q`.
+#[test]
+fn huge_key_length_is_an_error() {
+    let huge = Value::U64(1 << 62);
+    let e = ModelConfig::from_gguf(&meta(
+        &[
+            ("llama.attention.key_length", huge.clone()),
+            ("llama.attention.value_length", huge),
+        ],
+        "",
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("overflows"), "{e}");
+}
