@@ -87,14 +87,18 @@ fn llama_op(op: &str) -> Vec<&'static Case> {
 }
 
 fn run_cases(op: &str, cases: &[&Case]) {
+    run_cases_on(backends(), op, cases);
+}
+
+fn run_cases_on(backends: &[WgpuBackend], op: &str, cases: &[&Case]) {
     let cpu = CpuBackend::new();
     assert!(!cases.is_empty(), "no cases for {op}");
-    if backends().is_empty() {
+    if backends.is_empty() {
         fixtures::no_adapter(cases.len() * 2, "wgpu parity needs an adapter");
         return;
     }
     let mut failures = vec![];
-    for backend in backends() {
+    for backend in backends {
         for case in cases {
             if !case.supported_by(backend) && exceeds_bindings(case, backend) {
                 // A device limit (lavapipe binds 128 MiB), not a missing
@@ -112,9 +116,34 @@ fn run_cases(op: &str, cases: &[&Case]) {
         failures.is_empty(),
         "{} of {} failed:\n{}",
         failures.len(),
-        cases.len() * backends().len(),
+        cases.len() * backends.len(),
         failures.join("\n")
     );
+}
+
+/// The mat-vec kernel with four row groups of four rows per workgroup
+/// (`WgpuOptions::matvec_groups`, a tuning choice that no default takes on
+/// CI's device) on the mul_mat and fused cases, each reduction variant.
+#[test]
+fn mat_vec_row_groups_match_the_reference() {
+    let grouped: Vec<WgpuBackend> = backends()
+        .iter()
+        .map(|b| {
+            WgpuBackend::new(&WgpuOptions {
+                reduction: b.reduction(),
+                fold_activations: Some(true),
+                matvec_groups: Some(4),
+                ..Default::default()
+            })
+            .expect("a second device on the same adapter")
+        })
+        .collect();
+    let cases: Vec<_> = all_cases()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.op == "mul_mat" || c.op == "fused")
+        .collect();
+    run_cases_on(&grouped, "mul_mat", &cases.iter().collect::<Vec<_>>());
 }
 
 macro_rules! parity_tests {

@@ -1,15 +1,18 @@
 // mul_mat, matrix times vector (decode) and small batches:
-// d[m, n, i2, i3] = a[:, m] . b[:, n]. A workgroup computes four rows of
-// COLS columns. Each invocation walks the rows' quads (four 8-value units:
-// a block of q4_0, a sub-block of q4_K; one unit of a float row) with
-// stride WG and dots each row's units with the units' activations of every
-// column; the sums of all rows and columns are then reduced together, one
-// barrier step for all of them (mul_mat_vec_sums_*.wgsl). Consecutive
-// invocations read consecutive quads of a row.
+// d[m, n, i2, i3] = a[:, m] . b[:, n]. A workgroup computes 4 * GROUPS rows
+// of COLS columns: its invocations split into GROUPS row groups of RG_SIZE,
+// each group four rows. Each invocation walks its rows' quads (four 8-value
+// units: a block of q4_0, a sub-block of q4_K; one unit of a float row)
+// with stride RG_SIZE and dots each row's units with the units'
+// activations of every column; the sums of all rows and columns are then
+// reduced together per group, one barrier step for all of them
+// (mul_mat_vec_sums_*.wgsl). Consecutive invocations read consecutive
+// quads of a row. The row groups share the columns' activations through
+// the cache (and col_stats, which all invocations compute together).
 // The type-specific part is `load_quad`/`chunk_unit`/`x_elem` (quant.wgsl):
 // a unit's values are `head.x * raw + head.y`, so the kernel sums raw * x
 // and x over a unit and applies the scale and offset once.
-// p.x: row groups (of 4), column groups (of COLS), a's batch divisors r2
+// p.x: workgroups along the rows, column groups (of COLS), a's batch divisors r2
 // and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder, and so does
 // `epilogue(sum, byte)`, which turns a row's sum into the stored value: the
 // sum itself, or the sum plus a residual (a fused `add`); and
@@ -24,6 +27,9 @@
 
 // Partial sums per invocation: one vec4 per column, and the deferred part.
 const PARTS: u32 = COLS + u32(DEFER);
+// Invocations per row group (a multiple of the subgroup size: the encoder
+// checks).
+const RG_SIZE: u32 = WG / GROUPS;
 
 fn x_at(xrow: u32, u: u32, i: u32, st: vec2<f32>) -> f32 {
     let k = x_elem(u, i);
@@ -134,7 +140,9 @@ fn main(ids: Ids) {
     if (g >= groups_m * groups_n * p.b.ne.z * p.b.ne.w) {
         return;
     }
-    let m0 = (g % groups_m) * 4u;
+    let group = ids.lid / RG_SIZE;
+    let lane = ids.lid % RG_SIZE;
+    let m0 = (g % groups_m) * (4u * GROUPS) + 4u * group;
     let rest = g / groups_m;
     let n0 = (rest % groups_n) * COLS;
     let i2 = (rest / groups_n) % p.b.ne.z;
@@ -165,7 +173,7 @@ fn main(ids: Ids) {
     }
 
     var acc = mat4x4<f32>();
-    for (var q = ids.lid; q < quads; q += WG) {
+    for (var q = lane; q < quads; q += RG_SIZE) {
         let g = load_quads(rows, q);
         acc += cols_dot(Rows(g.r0.c0, g.r1.c0, g.r2.c0, g.r3.c0), quad_unit(q, 0u), xs, st);
         if (ROWS_EXACT) {
@@ -186,12 +194,14 @@ fn main(ids: Ids) {
         put_partial(COLS, vec4<f32>(deferred_part(), 0.0, 0.0, 0.0), ids);
     }
     sums_ready(ids);
-    // Invocation j stores column j's four rows.
-    if (ids.lid < COLS) {
-        var t = column_total(ids.lid, ids);
+    // Invocation j of each row group stores column j's four rows. (The
+    // group's invocations loaded the column once, so its deferred part is
+    // the whole column's.)
+    if (lane < COLS) {
+        var t = column_total(lane, group, ids);
         if (DEFER) {
-            t *= deferred_scale(column_total(COLS, ids).x);
+            t *= deferred_scale(column_total(COLS, group, ids).x);
         }
-        store4(t, m0, n0 + ids.lid, i2, i3);
+        store4(t, m0, n0 + lane, i2, i3);
     }
 }

@@ -1,8 +1,9 @@
 // The mat-vec kernel's reduction with subgroup operations: each column's
 // four row sums are added over each subgroup (one vec4 subgroupAdd), the
-// subgroups' partials meet in shared memory, and one barrier separates the
-// two. Call put_partial for every part (PARTS), then sums_ready, from uniform
-// control flow; column_total is valid in any invocation afterwards.
+// partials of a row group's subgroups meet in shared memory, and one
+// barrier separates the two. Call put_partial for every part (PARTS), then
+// sums_ready, from uniform control flow; column_total is valid in any
+// invocation afterwards.
 var<workgroup> partials: array<vec4<f32>, PARTS * WG>;
 
 fn put_partial(col: u32, v: vec4<f32>, ids: Ids) {
@@ -16,10 +17,12 @@ fn sums_ready(ids: Ids) {
     workgroupBarrier();
 }
 
-fn column_total(col: u32, ids: Ids) -> vec4<f32> {
-    var t = partials[col * WG];
-    for (var i = 1u; i < ids.nsg; i++) {
-        t += partials[col * WG + i];
+fn column_total(col: u32, group: u32, ids: Ids) -> vec4<f32> {
+    let per_group = ids.nsg / GROUPS;
+    let first = col * WG + group * per_group;
+    var t = partials[first];
+    for (var i = 1u; i < per_group; i++) {
+        t += partials[first + i];
     }
     return t;
 }

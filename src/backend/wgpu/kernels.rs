@@ -42,6 +42,9 @@ pub struct KernelKey {
     pub reduces: bool,
     /// Invocations per workgroup (a power of two).
     pub workgroup: u32,
+    /// Independent groups the workgroup splits into (`GROUPS`; the mat-vec
+    /// kernel's row groups), 1 for kernels that do not split.
+    pub groups: u32,
     /// Whether the sources after the first are bound a second time, after
     /// the destination, as vec4 words, so the kernel can load four aligned
     /// values at once (`<name>_quad`).
@@ -80,6 +83,7 @@ impl PartialEq for KernelKey {
             && self.dst == other.dst
             && self.reduces == other.reduces
             && self.workgroup == other.workgroup
+            && self.groups == other.groups
             && self.wide == other.wide
     }
 }
@@ -94,6 +98,7 @@ impl std::hash::Hash for KernelKey {
         self.dst.hash(state);
         self.reduces.hash(state);
         self.workgroup.hash(state);
+        self.groups.hash(state);
         self.wide.hash(state);
     }
 }
@@ -207,7 +212,11 @@ pub(super) fn compose(key: &KernelKey, immediates: bool, reduction: Reduction) -
     } else {
         s.push_str("@group(1) @binding(0) var<uniform> p: Params;\n");
     }
-    let _ = writeln!(s, "const WG: u32 = {}u;", key.workgroup);
+    let _ = writeln!(
+        s,
+        "const WG: u32 = {}u;\nconst GROUPS: u32 = {}u;",
+        key.workgroup, key.groups
+    );
     for (i, &t) in key.srcs.iter().enumerate() {
         source_helpers(&mut s, i, SOURCE_NAMES[i], t);
     }

@@ -85,6 +85,12 @@ pub struct WgpuOptions {
     /// then waits for its timestamps: for finding where time goes, not for
     /// measuring speed.
     pub perf_logger: Option<bool>,
+    /// Row groups of the mat-vec kernel's workgroups (1 to 8, each four
+    /// rows sharing the workgroup's activation loads through the cache);
+    /// the default (`None`) is `WGINFER_MATVEC_GROUPS` when set, else the
+    /// kernel's own choice per row length. A device whose subgroups are
+    /// wider than a group's invocations takes fewer.
+    pub matvec_groups: Option<u32>,
 }
 
 /// Default dispatches per submission on a GPU (see
@@ -123,6 +129,8 @@ pub(crate) struct Device {
     /// Whether flash attention may split a step's keys over workgroups
     /// (`WGINFER_FLASH_SPLIT=0` keeps one workgroup per head and query).
     split_keys: bool,
+    /// [`WgpuOptions::matvec_groups`], when chosen.
+    matvec_groups: Option<u32>,
 }
 
 /// Size of [`Device`]'s scratch buffer: an op whose intermediate results
@@ -252,6 +260,7 @@ impl WgpuBackend {
             split_keys: std::env::var("WGINFER_FLASH_SPLIT").map_or(true, |v| v.trim() != "0"),
             fold_activations,
             submit_every,
+            matvec_groups: options.matvec_groups,
         };
         let plans = plan::PlanCache::new(profile::Profiler::new(&dev, options.perf_logger));
         Ok(WgpuBackend {

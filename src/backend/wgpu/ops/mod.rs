@@ -307,15 +307,7 @@ impl OpEncoder<'_> {
 
     /// A workgroup size for simple kernels, within the device's limits.
     pub fn workgroup(&self, want: u32) -> u32 {
-        let limits = &self.device.gpu.limits;
-        let cap = limits
-            .max_compute_invocations_per_workgroup
-            .min(limits.max_compute_workgroup_size_x);
-        let mut wg = want.min(cap).max(1);
-        while !wg.is_power_of_two() {
-            wg &= wg - 1;
-        }
-        wg
+        workgroup_within(self.device, want)
     }
 
     /// A grid of `n` workgroups, spilling into y and z past the per-dimension limit.
@@ -350,6 +342,17 @@ pub fn kernel_name(op: &str, srcs: &[DType], dst: DType, variant: &str) -> Strin
 }
 
 /// The key of a kernel over the types of `srcs` writing `enc`'s node.
+/// The largest power of two up to `want` (at least 1) that the device's
+/// workgroup limits allow.
+pub fn workgroup_within(dev: &Device, want: u32) -> u32 {
+    let limits = &dev.gpu.limits;
+    let cap = limits
+        .max_compute_invocations_per_workgroup
+        .min(limits.max_compute_workgroup_size_x);
+    let wg = want.min(cap).max(1);
+    1 << wg.ilog2()
+}
+
 pub fn key(
     enc: &OpEncoder,
     op: &str,
@@ -378,6 +381,7 @@ pub fn key(
         dst,
         reduces,
         workgroup,
+        groups: 1,
         wide: false,
     }
 }

@@ -19,7 +19,7 @@ mod fits;
 pub use fits::{norm_fits, residual_fits, silu_mul_fits, softmax_fits};
 
 use super::decoders::defs;
-use super::{key, OpEncoder};
+use super::{key, workgroup_within, OpEncoder};
 use crate::backend::wgpu::kernels::KernelKey;
 use crate::backend::wgpu::params::Params;
 use crate::backend::wgpu::plan::Dispatch;
@@ -187,7 +187,7 @@ const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; 2]; 3] {
 /// Every mat-vec variant: `[sums][cols][residual][prologue]`.
 static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 2]; 3]; 2] = [bodies_for_sums(0), bodies_for_sums(1)];
 
-/// Rows per workgroup of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
+/// Rows per row group of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
 const MM_TILES: &str = include_str!("../../../../wgsl/mul_mm_tiles.wgsl");
 const MM: &[&str] = &[
@@ -219,39 +219,57 @@ const COOP_SHARED: u32 = 2 * 128 * 72 * 2 + 8 * 256 * 4 + COOP_WG * 4;
 /// mat-vec 0.99 ms at 32; on lavapipe the crossover lies between 8 and 32).
 const VEC_MAX_COLS: usize = 8;
 
+/// A tuning override from the environment: a power of two in `range`.
+fn forced(var: &str, range: std::ops::RangeInclusive<u32>) -> Option<u32> {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|v| v.is_power_of_two() && range.contains(v))
+}
+
 /// `WGINFER_MATVEC_WG` (a power of two from 32 to 256) overrides the
-/// mat-vec kernel's invocations, for tuning on new devices.
-fn forced_workgroup() -> Option<u32> {
-    static FORCED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+/// mat-vec kernel's invocations, and `WGINFER_MATVEC_GROUPS` (1 to 8) its
+/// row groups, for tuning on new devices.
+fn forced_shape() -> (Option<u32>, Option<u32>) {
+    static FORCED: std::sync::OnceLock<(Option<u32>, Option<u32>)> = std::sync::OnceLock::new();
     *FORCED.get_or_init(|| {
-        std::env::var("WGINFER_MATVEC_WG")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|v| v.is_power_of_two() && (32..=256).contains(v))
+        (
+            forced("WGINFER_MATVEC_WG", 32..=256),
+            forced("WGINFER_MATVEC_GROUPS", 1..=8),
+        )
     })
 }
 
-/// Invocations of the mat-vec kernel: at most 128 (the fastest on an H200
-/// for rows of 4096), fewer for short rows so that each has at least a
-/// block, or four units, of a row (a 576-long row decodes twice as fast on
-/// lavapipe with 32 as with 64), never fewer than a subgroup or 32.
-fn vec_workgroup(enc: &OpEncoder, dtype: DType, k: usize) -> u32 {
-    if let Some(wg) = forced_workgroup() {
-        return enc.workgroup(wg);
-    }
-    // Four units per invocation.
-    let lanes = match dtype {
-        DType::F32 | DType::F16 | DType::BF16 => k.div_ceil(64) * 2,
-        _ => k / 32,
-    };
-    let subgroup = enc
-        .device
-        .gpu
-        .summary
-        .subgroup_sizes
-        .map_or(0, |(_, hi)| hi);
-    let want = lanes.min(128).max(subgroup.max(32) as usize);
-    enc.workgroup(u32::try_from(want).unwrap_or(128))
+/// Invocations and row groups of the mat-vec kernel for rows of `k`
+/// values. At most 128 invocations (the fastest on an H200 for rows of
+/// 4096), fewer for short rows so that each has at least a block, or four
+/// units, of a row (a 576-long row decodes twice as fast on lavapipe with
+/// 32 as with 64), never fewer than a subgroup or 32. One row group unless
+/// asked for more ([`WgpuOptions::matvec_groups`]); a group holds whole
+/// subgroups (its sums are reduced per subgroup).
+///
+/// [`WgpuOptions::matvec_groups`]: crate::backend::wgpu::WgpuOptions::matvec_groups
+fn vec_shape(dev: &Device, dtype: DType, k: usize) -> (u32, u32) {
+    let (forced_wg, forced_groups) = forced_shape();
+    let subgroup = dev.gpu.summary.subgroup_sizes.map_or(0, |(_, hi)| hi);
+    let wg = forced_wg.unwrap_or_else(|| {
+        // Four units per invocation.
+        let lanes = match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => k.div_ceil(64) * 2,
+            _ => k / 32,
+        };
+        let want = lanes.min(128).max(subgroup.max(32) as usize);
+        u32::try_from(want).unwrap_or(128)
+    });
+    let wg = workgroup_within(dev, wg);
+    let groups = dev
+        .matvec_groups
+        .filter(|g| g.is_power_of_two() && (1..=8).contains(g))
+        .or(forced_groups)
+        .unwrap_or(1)
+        .min(wg / subgroup.max(1))
+        .max(1);
+    (wg, groups)
 }
 
 /// Whether the tiled kernel fits the device's workgroup limits.
@@ -308,7 +326,13 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
     let (gm, gn) = match kind {
         Kind::Tiled => (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE)),
         Kind::Coop => (m.div_ceil(COOP_TILE), n.div_ceil(COOP_TILE)),
-        Kind::Vec(i) => (m.div_ceil(VEC_ROWS), n.div_ceil(VEC_COLS[i])),
+        Kind::Vec(i) => {
+            let (_, groups) = vec_shape(dev, la.dtype, la.ne[0]);
+            (
+                m.div_ceil(VEC_ROWS * groups as usize),
+                n.div_ceil(VEC_COLS[i]),
+            )
+        }
     };
     let count = gm.checked_mul(gn)?.checked_mul(b2)?.checked_mul(b3)?;
     let words = [u32::try_from(gm).ok()?, u32::try_from(gn).ok()?, r2, r3];
@@ -503,20 +527,24 @@ fn encode_product(
                 .device
                 .error("a residual add or a norm is fused only into the mat-vec kernel"))
         }
-        Kind::Vec(i) => KernelKey {
-            // Activations load through vec4 views where aligned (p.y.w).
-            wide: true,
-            ..key(
-                enc,
-                name,
-                &srcs,
-                &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i]
-                    [usize::from(residual.is_some())][prologue.index()],
-                defs,
-                true,
-                vec_workgroup(enc, dtype, enc.graph.layout(a).ne[0]),
-            )
-        },
+        Kind::Vec(i) => {
+            let (workgroup, groups) = vec_shape(enc.device, dtype, enc.graph.layout(a).ne[0]);
+            KernelKey {
+                // Activations load through vec4 views where aligned (p.y.w).
+                wide: true,
+                groups,
+                ..key(
+                    enc,
+                    name,
+                    &srcs,
+                    &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i]
+                        [usize::from(residual.is_some())][prologue.index()],
+                    defs,
+                    true,
+                    workgroup,
+                )
+            }
+        }
     };
     if key.wide {
         // The vec4 views of the sources after `a` (see KernelKey::wide).
@@ -554,6 +582,7 @@ mod tests {
                 dst: DType::F32,
                 reduces: true,
                 workgroup: COOP_WG,
+                groups: 1,
                 wide: false,
             };
             let source = compose(&key, true, Reduction::Subgroup);
