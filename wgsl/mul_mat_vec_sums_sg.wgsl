@@ -17,6 +17,9 @@ fn sums_ready(ids: Ids) {
     workgroupBarrier();
 }
 
+// A row group's subgroups are consecutive ones: subgroups hold
+// consecutive invocations (as every driver forms them for a 1-D
+// workgroup) and a group holds whole subgroups.
 fn column_total(col: u32, group: u32, ids: Ids) -> vec4<f32> {
     let per_group = ids.nsg / GROUPS;
     let first = col * WG + group * per_group;
