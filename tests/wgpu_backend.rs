@@ -241,6 +241,31 @@ fn a_split_submitted_in_pieces_computes_the_same() {
 }
 
 #[test]
+fn mat_vec_row_groups_other_than_one_two_four_or_eight_are_errors() {
+    use wginfer::backend::wgpu::{WgpuBackend, WgpuOptions};
+    // Only once an adapter opens does the option get checked.
+    if common::gpu().is_none() {
+        return;
+    }
+    for groups in [0, 3, 16] {
+        let options = WgpuOptions {
+            matvec_groups: Some(groups),
+            ..WgpuOptions::default()
+        };
+        match WgpuBackend::new(&options) {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("row groups"), "{msg}"),
+            Err(e) => panic!("{groups} groups: {e}"),
+            Ok(_) => panic!("{groups} groups were accepted"),
+        }
+    }
+    let options = WgpuOptions {
+        matvec_groups: Some(4),
+        ..WgpuOptions::default()
+    };
+    assert!(WgpuBackend::new(&options).is_ok());
+}
+
+#[test]
 fn the_same_graph_run_again_is_not_encoded_again() {
     let Some(gpu) = common::gpu() else { return };
     let mut g = Graph::new();

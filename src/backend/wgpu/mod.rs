@@ -85,8 +85,9 @@ pub struct WgpuOptions {
     /// then waits for its timestamps: for finding where time goes, not for
     /// measuring speed.
     pub perf_logger: Option<bool>,
-    /// Row groups of the mat-vec kernel's workgroups (1 to 8, each four
-    /// rows sharing the workgroup's activation loads through the cache);
+    /// Row groups of the mat-vec kernel's workgroups (1, 2, 4 or 8, each
+    /// four rows sharing the workgroup's activation loads through the
+    /// cache; another value is an error at [`WgpuBackend::new`]);
     /// the default (`None`) is `WGINFER_MATVEC_GROUPS` when set, else the
     /// kernel's own choice per row length. A device whose subgroups are
     /// wider than a group's invocations takes fewer.
@@ -192,6 +193,28 @@ impl Device {
     }
 }
 
+/// The mat-vec row groups asked for by `options`, else by
+/// `WGINFER_MATVEC_GROUPS`; anything but 1, 2, 4 or 8 is an error.
+fn matvec_groups(options: &WgpuOptions) -> Result<Option<u32>> {
+    let invalid = |v: &str| {
+        Error::invalid(format!(
+            "mat-vec row groups {v}: expected 1, 2, 4 or 8 (WgpuOptions::matvec_groups, WGINFER_MATVEC_GROUPS)"
+        ))
+    };
+    let groups = match (
+        options.matvec_groups,
+        std::env::var("WGINFER_MATVEC_GROUPS"),
+    ) {
+        (Some(g), _) => Some(g),
+        (None, Ok(v)) => Some(v.trim().parse::<u32>().map_err(|_| invalid(&v))?),
+        (None, Err(_)) => None,
+    };
+    match groups {
+        Some(g) if !(g.is_power_of_two() && g <= 8) => Err(invalid(&g.to_string())),
+        g => Ok(g),
+    }
+}
+
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 
 /// A [`Backend`] on one wgpu device.
@@ -260,7 +283,7 @@ impl WgpuBackend {
             split_keys: std::env::var("WGINFER_FLASH_SPLIT").map_or(true, |v| v.trim() != "0"),
             fold_activations,
             submit_every,
-            matvec_groups: options.matvec_groups,
+            matvec_groups: matvec_groups(options)?,
         };
         let plans = plan::PlanCache::new(profile::Profiler::new(&dev, options.perf_logger));
         Ok(WgpuBackend {

@@ -228,16 +228,13 @@ fn forced(var: &str, range: std::ops::RangeInclusive<u32>) -> Option<u32> {
 }
 
 /// `WGINFER_MATVEC_WG` (a power of two from 32 to 256) overrides the
-/// mat-vec kernel's invocations, and `WGINFER_MATVEC_GROUPS` (1 to 8) its
-/// row groups, for tuning on new devices.
-fn forced_shape() -> (Option<u32>, Option<u32>) {
-    static FORCED: std::sync::OnceLock<(Option<u32>, Option<u32>)> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| {
-        (
-            forced("WGINFER_MATVEC_WG", 32..=256),
-            forced("WGINFER_MATVEC_GROUPS", 1..=8),
-        )
-    })
+/// mat-vec kernel's invocations, for tuning on new devices (its row groups
+/// are [`WgpuOptions::matvec_groups`]).
+///
+/// [`WgpuOptions::matvec_groups`]: crate::backend::wgpu::WgpuOptions::matvec_groups
+fn forced_wg() -> Option<u32> {
+    static FORCED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| forced("WGINFER_MATVEC_WG", 32..=256))
 }
 
 /// Invocations and row groups of the mat-vec kernel for rows of `k`
@@ -250,9 +247,8 @@ fn forced_shape() -> (Option<u32>, Option<u32>) {
 ///
 /// [`WgpuOptions::matvec_groups`]: crate::backend::wgpu::WgpuOptions::matvec_groups
 fn vec_shape(dev: &Device, dtype: DType, k: usize) -> (u32, u32) {
-    let (forced_wg, forced_groups) = forced_shape();
     let subgroup = dev.gpu.summary.subgroup_sizes.map_or(0, |(_, hi)| hi);
-    let wg = forced_wg.unwrap_or_else(|| {
+    let wg = forced_wg().unwrap_or_else(|| {
         // Four units per invocation.
         let lanes = match dtype {
             DType::F32 | DType::F16 | DType::BF16 => k.div_ceil(64) * 2,
@@ -264,8 +260,6 @@ fn vec_shape(dev: &Device, dtype: DType, k: usize) -> (u32, u32) {
     let wg = workgroup_within(dev, wg);
     let groups = dev
         .matvec_groups
-        .filter(|g| g.is_power_of_two() && (1..=8).contains(g))
-        .or(forced_groups)
         .unwrap_or(1)
         .min(wg / subgroup.max(1))
         .max(1);
