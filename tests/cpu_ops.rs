@@ -451,6 +451,71 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
     }
 }
 
+/// mul_mat_id: each column by the expert its id names, on the reference
+/// (exact) and the fast path (q8 activations: the mul_mat limit), with one
+/// activation column per token shared by its slots and one per slot; an id
+/// past the experts is an error.
+#[test]
+fn mul_mat_id_multiplies_each_column_by_its_expert() {
+    let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
+    let reference = CpuBackend::with_threads(2);
+    let mut rng = Rng::new(12);
+    let (k, m, n_expert, n_used, t) = (256, 6, 4, 2, 5);
+    for dtype in [DType::F32, DType::Q4_0, DType::Q4K] {
+        for x in [1, n_used] {
+            let w = rng.vec(k * m * n_expert, -1.0, 1.0);
+            let mut deq = vec![0.0; w.len()];
+            match dtype {
+                DType::F32 => deq.copy_from_slice(&w),
+                _ => {
+                    let bytes = quant::quantize_row(dtype, &w).unwrap();
+                    quant::dequantize_row(dtype, &bytes, &mut deq).unwrap();
+                }
+            }
+            let ids: Vec<i32> = (0..n_used * t)
+                .map(|_| rng.below(n_expert) as i32)
+                .collect();
+            let mut g = Graph::new();
+            let experts = g.input("experts", dtype, &[k, m, n_expert]).unwrap();
+            let b = operand(
+                &mut g,
+                &mut rng,
+                DType::F32,
+                [k, x, t, 1],
+                NO_PERMUTE,
+                (-1.0, 1.0),
+            );
+            let idx = g.input("ids", DType::I32, &[n_used, t]).unwrap();
+            let out = g.mul_mat_id(experts, b.id, idx).unwrap();
+            let want: Vec<f64> = indices([m, n_used, t, 1])
+                .map(|[row, slot, token, _]| {
+                    let e = ids[token * n_used + slot] as usize;
+                    (0..k)
+                        .map(|i| deq[(e * m + row) * k + i] as f64 * b.at([i, slot % x, token, 0]))
+                        .sum()
+                })
+                .collect();
+            let inputs = vec![
+                (experts, Fill::F32(w)),
+                (b.storage, Fill::F32(b.stored.clone())),
+                (idx, Fill::I32(ids.clone())),
+            ];
+            let what = format!("mul_mat_id {dtype} x={x}");
+            let got = run_on(&reference, g.clone(), &inputs, out).unwrap();
+            assert_close(&got, &want, 1e-11, &what);
+            let got = run_on(&fast, g.clone(), &inputs, out).unwrap();
+            let limit = if dtype == DType::F32 { 1e-11 } else { 5e-4 };
+            assert_close(&got, &want, limit, &format!("fast {what}"));
+            let mut bad = inputs;
+            bad[2].1 = Fill::I32(vec![n_expert as i32; n_used * t]);
+            assert!(
+                run_on(&reference, g, &bad, out).is_err(),
+                "{what}: an id past the experts"
+            );
+        }
+    }
+}
+
 #[test]
 fn get_rows_float_tables_with_batches_and_bad_indices() {
     let mut rng = Rng::new(8);

@@ -419,6 +419,48 @@ impl Graph {
         )
     }
 
+    /// [`Op::MulMatId`]: expert matrices `experts` `[K, M, n_expert]`
+    /// times activations `b` `[K, X, T]` (X is 1 or `n_used`), each column
+    /// by the expert that the i32 `ids` `[n_used, T]` name; gives f32 `[M,
+    /// n_used, T]`.
+    pub fn mul_mat_id(
+        &mut self,
+        experts: TensorId,
+        b: TensorId,
+        ids: TensorId,
+    ) -> Result<TensorId> {
+        self.check_ids(&[experts, b, ids])?;
+        elementwise_type(self, b, "mul_mat_id")?;
+        expect_type(self, ids, DType::I32, "mul_mat_id expert ids")?;
+        if self.layout(experts).dtype == DType::I32 {
+            return Err(Error::shape("mul_mat_id: i32 experts are not supported"));
+        }
+        let (ne, nb, ni) = (
+            self.layout(experts).ne,
+            self.layout(b).ne,
+            self.layout(ids).ne,
+        );
+        let [n_used, t] = [ni[0], ni[1]];
+        let fits = ne[0] == nb[0]
+            && ne[3] == 1
+            && (nb[1] == 1 || nb[1] == n_used)
+            && nb[2] == t
+            && nb[3] == 1
+            && ni[2] == 1
+            && ni[3] == 1;
+        if !fits {
+            return Err(Error::shape(format!(
+                "mul_mat_id: experts {ne:?}, activations {nb:?} and ids {ni:?} do not fit"
+            )));
+        }
+        self.op_node(
+            Op::MulMatId,
+            vec![experts, b, ids],
+            DType::F32,
+            [ne[1], n_used, t, 1],
+        )
+    }
+
     /// ggml_argmax: the index of the largest value of each row of the 2-D
     /// f32 `a` `[n, rows]`, as i32 `[rows]`.
     pub fn argmax(&mut self, a: TensorId) -> Result<TensorId> {
@@ -447,7 +489,8 @@ impl Graph {
     }
 
     /// [`Op::TopK`]: the `k` best entries of each chunk of `chunk` entries
-    /// of the f32 row `a` `[n, 1]` or, with `pairs`, of an earlier top-k's
+    /// of the f32 row `a` `[n, 1]`, or of each row of `a` `[chunk, rows]`
+    /// (indices within the row), or, with `pairs`, of an earlier top-k's
     /// pairs `[2, m, c]`; gives f32 `[2, k, chunks]`.
     pub fn top_k(&mut self, a: TensorId, k: usize, chunk: usize, pairs: bool) -> Result<TensorId> {
         self.check_ids(&[a])?;
@@ -456,13 +499,17 @@ impl Graph {
         let entries = if pairs {
             (l.ne[0] == 2 && l.ne[3] == 1).then(|| l.ne[1] * l.ne[2])
         } else {
-            (l.ne[1..].iter().all(|&n| n == 1)).then_some(l.ne[0])
+            match l.ne {
+                [n, 1, 1, 1] => Some(n),
+                [n, rows, 1, 1] if n == chunk => Some(n * rows),
+                _ => None,
+            }
         };
         let entries = entries
             .filter(|&n| n > 0 && l.is_contiguous())
             .ok_or_else(|| {
                 Error::shape(format!(
-                    "top_k: {:?} is not a contiguous row or a top-k's pairs",
+                    "top_k: {:?} is not a contiguous row, rows of {chunk} or a top-k's pairs",
                     l.ne
                 ))
             })?;

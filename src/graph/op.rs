@@ -128,6 +128,13 @@ pub enum Op {
     /// ggml mul_mat: `src[0]` `[K, M, ..]` times `src[1]` `[K, N, ..]` gives `[M, N, ..]`;
     /// `src[0]` is broadcast over dims 2 and 3 of `src[1]`.
     MulMat,
+    /// ggml mul_mat_id, the experts of a mixture-of-experts layer: expert
+    /// matrices `src[0]` `[K, M, n_expert]`, activations `src[1]` `[K, X,
+    /// T]` and the i32 expert ids `src[2]` `[n_used, T]` give f32 `[M,
+    /// n_used, T]`, column `(s, t)` the product of expert `src[2][s, t]`
+    /// with activation column `(s % X, t)` (X is 1, every slot reading the
+    /// token's one column, or `n_used`).
+    MulMatId,
     /// Rows of `src[0]` picked by the i32 indices in `src[1]`, as f32.
     GetRows,
     /// Rotary embedding of `src[0]` at the i32 positions `src[1]` (one per
@@ -160,7 +167,8 @@ pub enum Op {
     /// The `k` best entries of each chunk of `chunk` entries of `src[0]`,
     /// best first, as f32 `(value, index)` pairs `[2, k, chunks]`: the
     /// sampler's top-k on the device. Entries are the values of a row `[n,
-    /// 1]` (indices are positions) or, with `pairs`, the pairs of an
+    /// 1]` or of rows `[chunk, rows]` (indices are positions in the row)
+    /// or, with `pairs`, the pairs of an
     /// earlier `TopK` (those with a negative index are padding). Larger
     /// values come first, the lower index on a tie (+0 and -0 tie); NaN is
     /// never picked; a chunk with fewer than `k` entries is padded with
@@ -200,6 +208,7 @@ impl Op {
             Op::RmsNorm { .. } => "rms_norm",
             Op::DiagMaskInf { .. } => "diag_mask_inf",
             Op::MulMat => "mul_mat",
+            Op::MulMatId => "mul_mat_id",
             Op::GetRows => "get_rows",
             Op::Rope(_) => "rope",
             Op::Cpy => "cpy",

@@ -39,6 +39,22 @@ impl<'a> Src<'a> {
         }
     }
 
+    /// Index `i2` of dimension 2 (one expert's matrix of a stack) as a
+    /// tensor of its own.
+    pub fn at_dim2(&self, i2: usize) -> Result<Src<'a>> {
+        if i2 >= self.layout.ne[2] {
+            return Err(Error::shape(format!(
+                "index {i2} of dimension 2 is past {:?}",
+                self.layout.ne
+            )));
+        }
+        let layout = Layout {
+            ne: [self.layout.ne[0], self.layout.ne[1], 1, self.layout.ne[3]],
+            ..self.layout
+        };
+        Src::new(self.bytes, i2 * self.layout.nb[2], layout)
+    }
+
     /// Shape.
     pub fn ne(&self) -> [usize; 4] {
         self.layout.ne

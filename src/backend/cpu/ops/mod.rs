@@ -54,6 +54,7 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::Norm { eps } => norm::norm(s(0)?, eps, threads),
         Op::RmsNorm { eps } => norm::rms_norm(s(0)?, eps, threads),
         Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads, settings.quantized_dots),
+        Op::MulMatId => mul_mat::mul_mat_id(s(0)?, s(1)?, s(2)?, threads, settings.quantized_dots),
         Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
         Op::Rope(p) => {
             let factors = src.get(2).map(|_| s(2)).transpose()?;

@@ -6,6 +6,7 @@
 use super::{parallel_fill, values_f32, Src};
 use crate::quant::f16_dot;
 use crate::quant::q8_dot::{self, Q8Row};
+use crate::tensor::Layout;
 use crate::{quant, DType, Error, Result};
 
 /// f32 dot product with independent partial sums, so it vectorizes.
@@ -135,5 +136,49 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
         }
         Ok(())
     })?;
+    Ok(out)
+}
+
+/// [`crate::graph::Op::MulMatId`]: `experts` `[K, M, E]` times `b` `[K, X,
+/// T]` gives `[M, n_used, T]`, column `(s, t)` by expert `ids[s, t]`. The
+/// columns that chose an expert go through [`mul_mat`] together, so a
+/// prompt's tokens share their expert's weight reads.
+pub fn mul_mat_id(
+    experts: Src,
+    b: Src,
+    ids: Src,
+    threads: usize,
+    quantized_dots: bool,
+) -> Result<Vec<f32>> {
+    let [k, m, n_expert, _] = experts.ne();
+    let [_, x, _, _] = b.ne();
+    let n_used = ids.ne()[0];
+    let bv = values_f32(b, threads)?;
+    let ids = ids.i32_in_order();
+    let mut columns_of = vec![Vec::new(); n_expert];
+    for (c, &e) in ids.iter().enumerate() {
+        let e = usize::try_from(e)
+            .ok()
+            .filter(|&e| e < n_expert)
+            .ok_or_else(|| Error::shape(format!("mul_mat_id: expert {e} of {n_expert}")))?;
+        columns_of[e].push(c);
+    }
+    let mut out = vec![0.0f32; m * ids.len()];
+    for (e, columns) in columns_of.iter().enumerate() {
+        if columns.is_empty() {
+            continue;
+        }
+        let mut gathered = Vec::with_capacity(columns.len() * k);
+        for &c in columns {
+            let (slot, token) = (c % n_used, c / n_used);
+            gathered.extend_from_slice(&bv[(token * x + slot % x) * k..][..k]);
+        }
+        let layout = Layout::contiguous(DType::F32, [k, columns.len(), 1, 1])?;
+        let gathered = Src::new(bytemuck::cast_slice(&gathered), 0, layout)?;
+        let product = mul_mat(experts.at_dim2(e)?, gathered, threads, quantized_dots)?;
+        for (&c, column) in columns.iter().zip(product.chunks_exact(m)) {
+            out[c * m..][..m].copy_from_slice(column);
+        }
+    }
     Ok(out)
 }

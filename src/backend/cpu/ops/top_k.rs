@@ -36,10 +36,11 @@ pub fn top_k(a: Src, k: usize, chunk: usize, pairs: bool) -> Result<Vec<f32>> {
             .map(|p| (p[0], p[1] as i64))
             .collect()
     } else {
+        let row = a.ne()[0].max(1);
         values
             .iter()
             .enumerate()
-            .map(|(i, &v)| (v, i as i64))
+            .map(|(i, &v)| (v, (i % row) as i64))
             .collect()
     };
     let mut out = Vec::with_capacity(2 * k * entries.len().div_ceil(chunk.max(1)));

@@ -67,6 +67,7 @@ fn unary_defs(op: Op) -> Option<(&'static str, &'static str, u32)> {
         | Op::RmsNorm { .. }
         | Op::SoftMax { .. }
         | Op::MulMat
+        | Op::MulMatId
         | Op::GetRows
         | Op::Rope(_)
         | Op::SetRows
@@ -97,6 +98,7 @@ fn binary_defs(op: Op) -> Option<(&'static str, &'static str)> {
         | Op::RmsNorm { .. }
         | Op::SoftMax { .. }
         | Op::MulMat
+        | Op::MulMatId
         | Op::GetRows
         | Op::Rope(_)
         | Op::SetRows

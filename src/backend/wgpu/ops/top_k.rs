@@ -22,8 +22,13 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
         .iter()
         .all(|&s| graph.layout(s).dtype == DType::F32 && graph.layout(s).is_contiguous());
     match node.op {
-        Op::TopK { chunk, .. } => {
-            f32_in && node.layout.dtype == DType::F32 && chunk <= WG as usize * PER_INVOCATION
+        // Not yet rows of several chunks (their indices are within the row).
+        Op::TopK { chunk, pairs, .. } => {
+            let one_row = pairs || graph.layout(node.src[0]).ne[1] == 1;
+            f32_in
+                && one_row
+                && node.layout.dtype == DType::F32
+                && chunk <= WG as usize * PER_INVOCATION
         }
         Op::SampleTopK => f32_in && node.layout.dtype == DType::I32,
         _ => false,
