@@ -8,7 +8,8 @@
 //! position's logits compared with llama.cpp's in
 //! `tests/data/llamacpp/families/` (made by scripts/make-family-fixture.sh).
 //! Then llama with each quantized weight type (`tiny:q5_0`,
-//! `tiny-k:iq4_xs`, ...), the same way.
+//! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
+//! `tiny@qwen3moe`), the same way.
 
 mod fixtures;
 
@@ -178,6 +179,22 @@ fn granite_scales_match_llama_cpp() {
 #[test]
 fn gemma2_window_and_soft_caps_match_llama_cpp() {
     on_every_backend("tiny@gemma2");
+}
+
+/// Mixtral-style experts in a llama file: the router's two best of eight
+/// per token, renormalized; `mul_mat_id` on the CPU, the rest wherever the
+/// backend puts it.
+#[test]
+fn mixtral_experts_match_llama_cpp() {
+    on_every_backend("tiny@mixtral");
+}
+
+/// Qwen 3 MoE: q/k norms, neox rope and experts of their own width, in f32
+/// and with q4_K expert stacks (the CPU's quantized dots per expert).
+#[test]
+fn qwen3moe_matches_llama_cpp() {
+    on_every_backend("tiny@qwen3moe");
+    on_every_backend("tiny-k@qwen3moe:q4_K");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

@@ -29,6 +29,9 @@ pub enum Family {
     /// llama.cpp's `qwen3` graph: llama's, with neox rope and per-head q/k
     /// norms.
     Qwen3,
+    /// llama.cpp's `qwen3moe` graph (Qwen3-30B-A3B, Qwen3-235B-A22B):
+    /// Qwen 3's, with a mixture-of-experts feed-forward.
+    Qwen3Moe,
     /// llama.cpp's `smollm3` graph: llama's, without rope on every fourth
     /// layer (NoPE).
     SmolLM3,
@@ -55,6 +58,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("gemma2", Family::Gemma2),
     ("qwen2", Family::Qwen2),
     ("qwen3", Family::Qwen3),
+    ("qwen3moe", Family::Qwen3Moe),
     ("smollm3", Family::SmolLM3),
     ("phi3", Family::Phi3),
     ("mistral3", Family::Mistral3),
@@ -64,7 +68,8 @@ const FAMILIES: &[(&str, Family)] = &[
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
-    "llama", "gemma3", "gemma2", "qwen2", "qwen3", "smollm3", "phi3", "mistral3", "granite",
+    "llama", "gemma3", "gemma2", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "mistral3",
+    "granite",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
@@ -142,6 +147,64 @@ pub struct ModelConfig {
     pub attn_softcap: Option<f32>,
     /// Gemma 2's soft cap of the logits.
     pub final_softcap: Option<f32>,
+    /// The feed-forward's experts, for mixture-of-experts models.
+    pub experts: Option<Experts>,
+}
+
+/// A mixture-of-experts feed-forward, as llama.cpp's `build_moe_ffn` with
+/// a softmax gate: each token's `n_used` most probable experts (by the
+/// router `ffn_gate_inp`), their SwiGLU outputs summed with their
+/// probabilities renormalized to sum to 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Experts {
+    /// Experts per layer (`{arch}.expert_count`).
+    pub n_expert: usize,
+    /// Experts each token goes through (`{arch}.expert_used_count`).
+    pub n_used: usize,
+    /// Hidden width of each expert (`{arch}.expert_feed_forward_length`
+    /// for Qwen 3 MoE, `feed_forward_length` for llama's Mixtral files).
+    pub n_ff: usize,
+}
+
+/// The experts of a file whose `{arch}.expert_count` is above 0 (llama
+/// and Qwen 3 MoE; other families' experts are an error).
+fn experts(g: &Gguf, arch: &str, family: Family, n_ff: usize) -> Result<Option<Experts>> {
+    let key = |s: &str| format!("{arch}.{s}");
+    let n_expert = g.opt_usize(&key("expert_count"))?.unwrap_or(0);
+    let moe_family = matches!(family, Family::Llama | Family::Qwen3Moe);
+    match (n_expert, moe_family) {
+        (0, _) if family == Family::Qwen3Moe => {
+            return Err(Error::invalid(format!("{arch}: expert_count is 0")))
+        }
+        (0, _) => return Ok(None),
+        (_, false) => {
+            return Err(Error::invalid(format!(
+                "{arch}: mixtures of experts are supported for llama and qwen3moe only"
+            )))
+        }
+        _ => {}
+    }
+    let n_used = g.get_usize(&key("expert_used_count"))?;
+    // top-k keeps at most half of the entries it chooses from.
+    if n_used == 0 || n_used > n_expert / 2 {
+        return Err(Error::invalid(format!(
+            "{arch}: {n_used} experts used of {n_expert}: expected 1 to half of them"
+        )));
+    }
+    let n_ff = match family {
+        Family::Qwen3Moe => g
+            .opt_usize(&key("expert_feed_forward_length"))?
+            .unwrap_or(n_ff / n_used),
+        _ => n_ff,
+    };
+    if n_ff == 0 {
+        return Err(Error::invalid(format!("{arch}: the experts' width is 0")));
+    }
+    Ok(Some(Experts {
+        n_expert,
+        n_used,
+        n_ff,
+    }))
 }
 
 /// Factors some families apply along the residual stream; `None` where a
@@ -266,9 +329,12 @@ impl ModelConfig {
             Family::Llama | Family::SmolLM3 | Family::Mistral3 | Family::Granite => {
                 RopeMode::Normal
             }
-            Family::Gemma3 | Family::Gemma2 | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => {
-                RopeMode::Neox
-            }
+            Family::Gemma3
+            | Family::Gemma2
+            | Family::Qwen2
+            | Family::Qwen3
+            | Family::Qwen3Moe
+            | Family::Phi3 => RopeMode::Neox,
         };
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
         let mut attn_temp_scale = 0.0;
@@ -321,6 +387,7 @@ impl ModelConfig {
             }
             (_, None) => (None, None),
         };
+        let experts = experts(g, &arch, family, n_ff)?;
         Ok(ModelConfig {
             arch,
             n_layer,
@@ -351,6 +418,7 @@ impl ModelConfig {
             swa_period,
             attn_softcap,
             final_softcap,
+            experts,
         })
     }
 
@@ -412,7 +480,10 @@ impl ModelConfig {
     /// Whether queries and keys are rms-normed per head before rope
     /// (`attn_q_norm`, `attn_k_norm`).
     pub fn has_qk_norm(&self) -> bool {
-        matches!(self.family, Family::Gemma3 | Family::Qwen3)
+        matches!(
+            self.family,
+            Family::Gemma3 | Family::Qwen3 | Family::Qwen3Moe
+        )
     }
 
     /// Whether the attention and feed-forward outputs are rms-normed before

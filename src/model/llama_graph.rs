@@ -10,6 +10,7 @@
 //! given as inputs. So every decode step of a [`KV_PAD`]-long stretch runs
 //! the same graph, and its schedule and recorded dispatches are reused.
 
+mod experts;
 mod projection;
 mod weight_names;
 
@@ -469,19 +470,25 @@ pub fn build(
 
         // Feed-forward: norm, act(gate) * up, down (, post norm).
         let cur = norm(&mut g, ffn_inp, il, "ffn_norm")?;
-        let [gate, up] = match c.fused_projections() {
-            true => {
-                let [gate_up] = project(&mut g, w, il, ["ffn_up"], cur, home)?;
-                split_rows(&mut g, gate_up, [c.n_ff, c.n_ff])?
+        let mut down = match &c.experts {
+            Some(e) => experts::moe_ffn(&mut g, w, e, il, cur)?,
+            None => {
+                let [gate, up] = match c.fused_projections() {
+                    true => {
+                        let [gate_up] = project(&mut g, w, il, ["ffn_up"], cur, home)?;
+                        split_rows(&mut g, gate_up, [c.n_ff, c.n_ff])?
+                    }
+                    false => project(&mut g, w, il, ["ffn_gate", "ffn_up"], cur, home)?,
+                };
+                let gate = match c.activation() {
+                    Activation::Silu => g.silu(gate)?,
+                    Activation::GeluTanh => g.gelu(gate)?,
+                };
+                let cur = g.mul(gate, up)?;
+                let [down] = project(&mut g, w, il, ["ffn_down"], cur, home)?;
+                down
             }
-            false => project(&mut g, w, il, ["ffn_gate", "ffn_up"], cur, home)?,
         };
-        let gate = match c.activation() {
-            Activation::Silu => g.silu(gate)?,
-            Activation::GeluTanh => g.gelu(gate)?,
-        };
-        let cur = g.mul(gate, up)?;
-        let [mut down] = project(&mut g, w, il, ["ffn_down"], cur, home)?;
         if c.has_post_norms() {
             down = norm(&mut g, down, il, "post_ffw_norm")?;
         }

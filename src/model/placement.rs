@@ -173,6 +173,16 @@ pub struct LayerPlacement {
     n_offloaded: usize,
     /// Row mode: the GPUs' cumulative shares.
     row_bounds: Option<Vec<f64>>,
+    /// The CPU's backend index.
+    host: usize,
+}
+
+/// A mixture-of-experts layer's stacked expert matrices (`ffn_*_exps`).
+/// They stay on the CPU, which is the backend that multiplies by them
+/// (`mul_mat_id`; llama.cpp's `--cpu-moe` placement), whatever layer they
+/// belong to.
+fn is_expert_stack(name: &str) -> bool {
+    name.ends_with("_exps.weight")
 }
 
 /// Weights that row mode cuts: the matrices every layer multiplies by, and
@@ -256,6 +266,7 @@ impl LayerPlacement {
             io_offloaded,
             n_offloaded: if n_gpus == 0 { 0 } else { n_offloaded },
             row_bounds: (split.mode == SplitMode::Row && n_gpus > 1).then_some(bounds),
+            host,
         }
     }
 
@@ -273,6 +284,9 @@ impl LayerPlacement {
     /// follows layer N (its matrices cut by rows in row mode), the token
     /// embedding and the output head their own placement.
     pub fn tensor(&self, name: &str, n_rows: usize) -> Home {
+        if is_expert_stack(name) {
+            return Home::On(self.host);
+        }
         let (backend, offloaded) = match layer_of(name) {
             // A file may name any layer number (`blk.18446744073709551615.x`).
             Some(il) => (
@@ -324,6 +338,14 @@ mod tests {
             Home::On(b) => b,
             rows => panic!("{name} is split: {rows:?}"),
         }
+    }
+
+    #[test]
+    fn expert_stacks_stay_on_the_cpu() {
+        let p = single(4, None, 1);
+        assert_eq!(on(&p, "blk.3.ffn_up_exps.weight"), 1);
+        assert_eq!(on(&p, "blk.3.ffn_gate_inp.weight"), 0);
+        assert_eq!(on(&p, "blk.3.ffn_up.weight"), 0);
     }
 
     #[test]

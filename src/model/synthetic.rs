@@ -42,7 +42,16 @@ pub enum SyntheticArch {
     /// `gemma2`: post-norms, an 8-position window on every other layer,
     /// soft caps of the attention scores and logits low enough to bite.
     Gemma2,
+    /// `llama` with a mixture of experts (Mixtral's layout): 8 experts of
+    /// the feed-forward's width, 2 used per token.
+    Mixtral,
+    /// `qwen3moe`: Qwen 3 with 8 experts of half the feed-forward's width
+    /// (`expert_feed_forward_length`), 2 used per token.
+    Qwen3Moe,
 }
+
+/// Experts per layer and per token of the synthetic mixtures of experts.
+const SYNTHETIC_EXPERTS: (usize, usize) = (8, 2);
 
 /// The shape and types of a synthetic llama model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,7 +160,8 @@ impl SyntheticLlama {
 
     /// The preset called `smollm2-135m`, `1b`, `8b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
-    /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`) and with its layers' weight type after a colon
+    /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
+    /// `qwen3moe`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -184,9 +194,11 @@ impl SyntheticLlama {
             Some("mistral3") => SyntheticArch::Mistral3,
             Some("granite") => SyntheticArch::Granite,
             Some("gemma2") => SyntheticArch::Gemma2,
+            Some("mixtral") => SyntheticArch::Mixtral,
+            Some("qwen3moe") => SyntheticArch::Qwen3Moe,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite or gemma2"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral or qwen3moe"
             )))
             }
         };
@@ -220,7 +232,7 @@ impl SyntheticLlama {
         }
         let mut w = GgufWriter::new();
         let arch = match self.arch {
-            SyntheticArch::Llama | SyntheticArch::Llama3 => "llama",
+            SyntheticArch::Llama | SyntheticArch::Llama3 | SyntheticArch::Mixtral => "llama",
             SyntheticArch::Qwen2 => "qwen2",
             SyntheticArch::Qwen3 => "qwen3",
             SyntheticArch::SmolLM3 => "smollm3",
@@ -228,6 +240,7 @@ impl SyntheticLlama {
             SyntheticArch::Mistral3 => "mistral3",
             SyntheticArch::Granite => "granite",
             SyntheticArch::Gemma2 => "gemma2",
+            SyntheticArch::Qwen3Moe => "qwen3moe",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -243,6 +256,19 @@ impl SyntheticLlama {
             .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
         if self.arch == SyntheticArch::Phi3 {
             w.add(key("rope.scaling.attn_factor"), 1.2f32);
+        }
+        let (n_expert, n_used) = SYNTHETIC_EXPERTS;
+        let n_ff_expert = match self.arch {
+            SyntheticArch::Mixtral => Some(self.n_ff),
+            SyntheticArch::Qwen3Moe => Some(self.n_ff / 2),
+            _ => None,
+        };
+        if let Some(width) = n_ff_expert {
+            w.add(key("expert_count"), n_expert as u32)
+                .add(key("expert_used_count"), n_used as u32);
+            if self.arch == SyntheticArch::Qwen3Moe {
+                w.add(key("expert_feed_forward_length"), width as u32);
+            }
         }
         if self.arch == SyntheticArch::Granite {
             // Far enough from 1 (and from the default 1 / sqrt(head_dim)
@@ -352,13 +378,26 @@ impl SyntheticLlama {
                 matrix(&mut w, name("attn_v"), t, [e, kv])?;
             }
             matrix(&mut w, name("attn_output"), t, [e, e])?;
-            if self.arch == SyntheticArch::Phi3 {
+            if let Some(x) = n_ff_expert {
+                matrix(&mut w, name("ffn_gate_inp"), DType::F32, [e, n_expert])?;
+                // Each stack written as the one matrix of all its experts' rows.
+                let mut stack = |s: &str, [k, m]: [usize; 2]| {
+                    let rng = next_rng();
+                    let blocks = random_blocks(t, [k, m * n_expert], rng);
+                    w.add_tensor_with(name(s), t, &[k, m, n_expert], blocks)
+                        .map(|_| ())
+                };
+                stack("ffn_gate_exps", [e, x])?;
+                stack("ffn_up_exps", [e, x])?;
+                stack("ffn_down_exps", [x, e])?;
+            } else if self.arch == SyntheticArch::Phi3 {
                 matrix(&mut w, name("ffn_up"), t, [e, 2 * ff])?;
+                matrix(&mut w, name("ffn_down"), t, [ff, e])?;
             } else {
                 matrix(&mut w, name("ffn_gate"), t, [e, ff])?;
                 matrix(&mut w, name("ffn_up"), t, [e, ff])?;
+                matrix(&mut w, name("ffn_down"), t, [ff, e])?;
             }
-            matrix(&mut w, name("ffn_down"), t, [ff, e])?;
             let bias = |s: &str| format!("blk.{il}.{s}.bias");
             match self.arch {
                 SyntheticArch::Qwen2 => {
@@ -366,7 +405,7 @@ impl SyntheticLlama {
                         w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
                     }
                 }
-                SyntheticArch::Qwen3 => {
+                SyntheticArch::Qwen3 | SyntheticArch::Qwen3Moe => {
                     for m in ["attn_q_norm", "attn_k_norm"] {
                         w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
                     }
@@ -381,7 +420,8 @@ impl SyntheticLlama {
                 | SyntheticArch::SmolLM3
                 | SyntheticArch::Phi3
                 | SyntheticArch::Mistral3
-                | SyntheticArch::Granite => {}
+                | SyntheticArch::Granite
+                | SyntheticArch::Mixtral => {}
             }
         }
         w.write_file(path)

@@ -23,7 +23,12 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
     let names: &[&str] = match family {
         Family::Llama | Family::Mistral3 | Family::Granite => &[ROPE_FACTORS],
         Family::Phi3 => &[ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT],
-        Family::Gemma3 | Family::Gemma2 | Family::Qwen2 | Family::Qwen3 | Family::SmolLM3 => &[],
+        Family::Gemma3
+        | Family::Gemma2
+        | Family::Qwen2
+        | Family::Qwen3
+        | Family::Qwen3Moe
+        | Family::SmolLM3 => &[],
     };
     let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];
     let unread = every

@@ -264,6 +264,47 @@ fn qwen_families_are_llama_with_neox_rope() {
 }
 
 #[test]
+fn reads_mixtures_of_experts() {
+    let experts = |arch: &str, extra: &[(&str, Value)]| {
+        ModelConfig::from_gguf(&meta_of(arch, extra, "")).map(|c| c.experts)
+    };
+    let counts = [
+        ("llama.expert_count", Value::U32(8)),
+        ("llama.expert_used_count", Value::U32(2)),
+    ];
+    // Mixtral: llama with experts of the feed-forward's width.
+    let want = |n_ff| {
+        Some(Experts {
+            n_expert: 8,
+            n_used: 2,
+            n_ff,
+        })
+    };
+    assert_eq!(experts("llama", &counts).unwrap(), want(128));
+    assert_eq!(experts("llama", &[]).unwrap(), None);
+    // Qwen 3 MoE: its own width, else the feed-forward's over the used.
+    let mut qwen = counts.to_vec();
+    assert_eq!(experts("qwen3moe", &qwen).unwrap(), want(64));
+    qwen.push(("llama.expert_feed_forward_length", Value::U32(48)));
+    let c = ModelConfig::from_gguf(&meta_of("qwen3moe", &qwen, "")).unwrap();
+    assert_eq!((c.experts, c.rope.mode), (want(48), RopeMode::Neox));
+    assert!(c.has_qk_norm());
+    // Errors: experts where no graph has them, none where they are needed,
+    // more used than top-k picks.
+    let e = experts("gemma3", &counts).unwrap_err().to_string();
+    assert!(e.contains("llama and qwen3moe"), "{e}");
+    assert!(experts("qwen3moe", &[]).is_err());
+    for used in [0, 5] {
+        let bad = [
+            counts[0].clone(),
+            ("llama.expert_used_count", Value::U32(used)),
+        ];
+        let e = experts("llama", &bad).unwrap_err().to_string();
+        assert!(e.contains("experts used"), "{e}");
+    }
+}
+
+#[test]
 fn reads_yarn_scaling() {
     let c = ModelConfig::from_gguf(&meta(
         &[

@@ -39,21 +39,31 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
             blk("attn_norm", vec![e]),
             blk("attn_output", vec![q, e]),
             blk("ffn_norm", vec![e]),
-            blk("ffn_down", vec![ff, e]),
         ]);
         if c.fused_projections() {
-            out.extend([
-                blk("attn_qkv", vec![e, q + 2 * kv]),
-                blk("ffn_up", vec![e, 2 * ff]),
-            ]);
+            out.push(blk("attn_qkv", vec![e, q + 2 * kv]));
         } else {
             out.extend([
                 blk("attn_q", vec![e, q]),
                 blk("attn_k", vec![e, kv]),
                 blk("attn_v", vec![e, kv]),
+            ]);
+        }
+        match (c.experts, c.fused_projections()) {
+            (Some(x), _) => out.extend([
+                blk("ffn_gate_inp", vec![e, x.n_expert]),
+                blk("ffn_gate_exps", vec![e, x.n_ff, x.n_expert]),
+                blk("ffn_up_exps", vec![e, x.n_ff, x.n_expert]),
+                blk("ffn_down_exps", vec![x.n_ff, e, x.n_expert]),
+            ]),
+            (None, true) => {
+                out.extend([blk("ffn_up", vec![e, 2 * ff]), blk("ffn_down", vec![ff, e])])
+            }
+            (None, false) => out.extend([
                 blk("ffn_gate", vec![e, ff]),
                 blk("ffn_up", vec![e, ff]),
-            ]);
+                blk("ffn_down", vec![ff, e]),
+            ]),
         }
         if c.has_qk_norm() {
             out.extend([blk("attn_q_norm", vec![hd]), blk("attn_k_norm", vec![hd])]);
