@@ -178,6 +178,7 @@ parity_tests! {
     set_rows => "set_rows",
     rms_norm => "rms_norm",
     mul_mat => "mul_mat",
+    mul_mat_id => "mul_mat_id",
     fused => "fused",
     flash_attn => "flash_attn_ext",
     argmax => "argmax",

@@ -24,6 +24,8 @@
 // A prologue with DEFER scales the row sums instead, after the reduction:
 // `deferred_part()` is each invocation's share of what the scale needs,
 // reduced with the sums, and `deferred_scale(total)` the factor.
+// `a_batch(i2, i3)` picks a's matrix for the destination's batch: ggml's
+// broadcast, or for mul_mat_id the expert of slot i2 of token i3.
 
 // Partial sums per invocation: one vec4 per column, and the deferred part.
 const PARTS: u32 = COLS + u32(DEFER);
@@ -150,7 +152,7 @@ fn main(ids: Ids) {
 
     // Rows and columns past the end read the last one; their sums are not stored.
     let last = p.a.ne.y - 1u;
-    let ia = vec4<u32>(0u, 0u, i2 / p.x.z, i3 / p.x.w);
+    let ia = vec4<u32>(0u, 0u, a_batch(i2, i3));
     let rows = vec4<u32>(
         addr(p.a, ia + vec4<u32>(0u, min(m0, last), 0u, 0u)),
         addr(p.a, ia + vec4<u32>(0u, min(m0 + 1u, last), 0u, 0u)),

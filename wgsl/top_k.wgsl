@@ -5,7 +5,9 @@
 // best entry after the previous pick in the order (larger value, then
 // lower index) with two max reductions, as argmax does. Indices are f32
 // (exact below 2^24); padding is (-inf, -1).
-// p.x: k, entries per chunk, pairs (0/1), entries in all.
+// p.x: k, entries per chunk, what the entries are (0: a row's values, 1:
+// pairs, 2: rows of one chunk each, indices within the row), entries in
+// all.
 
 const PER: u32 = 16u;
 
@@ -19,7 +21,8 @@ fn main(ids: Ids) {
     let c = group_index(ids.wid, ids.nwg);
     let k = p.x.x;
     let chunk = p.x.y;
-    let pairs = p.x.z != 0u;
+    let pairs = p.x.z == 1u;
+    let in_row = p.x.z == 2u;
     let n = p.x.w;
     if (c * chunk >= n) {
         return;
@@ -34,7 +37,7 @@ fn main(ids: Ids) {
         at[j] = -1.0;
         if (e < chunk && i < n) {
             var value = 0.0;
-            var index = f32(i);
+            var index = select(f32(i), f32(e), in_row);
             if (pairs) {
                 value = load_a(p.a.offset + 8u * i);
                 index = load_a(p.a.offset + 8u * i + 4u);

@@ -78,6 +78,12 @@ pub trait Backend: Send + Sync {
     /// Largest buffer [`Backend::alloc_buffer`] can return.
     fn max_buffer_size(&self) -> usize;
 
+    /// Largest tensor this backend's ops can read: ops on larger ones run
+    /// elsewhere (a GPU's storage binding limit).
+    fn max_tensor_size(&self) -> usize {
+        self.max_buffer_size()
+    }
+
     /// Bytes of memory this backend may fill, when it knows (a GPU's local
     /// memory, or the budget it was opened with); `None` means unknown.
     fn memory(&self) -> Option<usize> {

@@ -208,7 +208,10 @@ fn load_parts(
     let weights = Weights::plan(
         file,
         backends,
-        &|name, rows| place.tensor(name, rows),
+        &|name, rows| {
+            let bytes = file.tensor(name).map_or(0, |t| t.size);
+            place.sized_tensor(name, rows, bytes, &|b| backends[b].max_tensor_size())
+        },
         &adjacent,
     )?;
     check_fits(c, &weights, &place, backends, n_ctx, opts.kv_type)?;

@@ -178,9 +178,6 @@ pub struct LayerPlacement {
 }
 
 /// A mixture-of-experts layer's stacked expert matrices (`ffn_*_exps`).
-/// They stay on the CPU, which is the backend that multiplies by them
-/// (`mul_mat_id`; llama.cpp's `--cpu-moe` placement), whatever layer they
-/// belong to.
 fn is_expert_stack(name: &str) -> bool {
     name.ends_with("_exps.weight")
 }
@@ -280,13 +277,28 @@ impl LayerPlacement {
         self.layers.get(il).copied().unwrap_or(self.output)
     }
 
+    /// Where the tensor called `name`, of `bytes` bytes, lives: as
+    /// [`LayerPlacement::tensor`] says, but an expert stack larger than
+    /// its backend's ops can read stays with the CPU, which multiplies it
+    /// there (llama.cpp's `--cpu-moe`), instead of being copied to it for
+    /// every product.
+    pub fn sized_tensor(
+        &self,
+        name: &str,
+        n_rows: usize,
+        bytes: usize,
+        max_tensor: &dyn Fn(usize) -> usize,
+    ) -> Home {
+        match self.tensor(name, n_rows) {
+            Home::On(b) if is_expert_stack(name) && bytes > max_tensor(b) => Home::On(self.host),
+            home => home,
+        }
+    }
+
     /// Where the tensor called `name`, with `n_rows` rows, lives: `blk.N.*`
     /// follows layer N (its matrices cut by rows in row mode), the token
     /// embedding and the output head their own placement.
     pub fn tensor(&self, name: &str, n_rows: usize) -> Home {
-        if is_expert_stack(name) {
-            return Home::On(self.host);
-        }
         let (backend, offloaded) = match layer_of(name) {
             // A file may name any layer number (`blk.18446744073709551615.x`).
             Some(il) => (
@@ -341,11 +353,16 @@ mod tests {
     }
 
     #[test]
-    fn expert_stacks_stay_on_the_cpu() {
+    fn expert_stacks_too_large_for_a_gpu_stay_on_the_cpu() {
         let p = single(4, None, 1);
-        assert_eq!(on(&p, "blk.3.ffn_up_exps.weight"), 1);
-        assert_eq!(on(&p, "blk.3.ffn_gate_inp.weight"), 0);
-        assert_eq!(on(&p, "blk.3.ffn_up.weight"), 0);
+        let limit = |b: usize| if b == 0 { 1000 } else { usize::MAX };
+        let home = |name: &str, bytes: usize| match p.sized_tensor(name, 64, bytes, &limit) {
+            Home::On(b) => b,
+            rows => panic!("{name} is split: {rows:?}"),
+        };
+        assert_eq!(home("blk.3.ffn_up_exps.weight", 1000), 0);
+        assert_eq!(home("blk.3.ffn_up_exps.weight", 1001), 1);
+        assert_eq!(home("blk.3.ffn_up.weight", 1001), 0);
     }
 
     #[test]

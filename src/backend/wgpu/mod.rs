@@ -364,6 +364,11 @@ impl Backend for WgpuBackend {
         self.dev.gpu.limits.max_buffer_size as usize
     }
 
+    fn max_tensor_size(&self) -> usize {
+        let binding = usize::try_from(self.max_binding_bytes()).unwrap_or(usize::MAX);
+        binding.min(self.max_buffer_size())
+    }
+
     fn memory(&self) -> Option<usize> {
         self.dev
             .memory

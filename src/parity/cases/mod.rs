@@ -7,6 +7,7 @@ mod flash_attn;
 mod fused;
 mod get_rows;
 mod mul_mat;
+mod mul_mat_id;
 mod norm;
 mod rope;
 mod set_rows;
@@ -32,6 +33,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
         get_rows::cases,
         set_rows::cases,
         mul_mat::cases,
+        mul_mat_id::cases,
         fused::cases,
         flash_attn::cases,
         argmax::cases,

@@ -1,6 +1,6 @@
 //! The device sampler's cases: top-k over chunks of a vocabulary-sized row
 //! (ties, NaN, both zeros, infinities, a last chunk shorter than k), the
-//! merge of chunks' pairs, and draws through the whole chain for settings
+//! merge of chunks' pairs, a router's rows of experts, and draws through the whole chain for settings
 //! and uniform draws that pick near the front, the middle and the end.
 
 use crate::parity::{Case, CaseBuilder};
@@ -65,6 +65,17 @@ fn top_k(
     Ok(())
 }
 
+/// A mixture-of-experts router's choice: the `k` best of each row of
+/// `[n_expert, tokens]`, indices within the row.
+fn router(cases: &mut Vec<Case>, n_expert: usize, tokens: usize, k: usize) -> Result<()> {
+    let mut b = CaseBuilder::new(cases.len() as u64 + 2300);
+    let a = b.uniform(DType::F32, &[n_expert, tokens], -4.0, 4.0)?;
+    let out = b.g.top_k(a, k, n_expert, false)?;
+    let name = format!("TOP_K(type=f32,ne=[{n_expert},{tokens},1,1],k={k},rows)");
+    cases.push(b.case("top_k", name, out, EXACT));
+    Ok(())
+}
+
 /// The whole device sampler on a row of `n` logits: settings are
 /// temperature, top-p, min-p and the uniform draw.
 fn sample(cases: &mut Vec<Case>, n: usize, k: usize, settings: [f32; 4]) -> Result<()> {
@@ -96,6 +107,8 @@ pub fn cases() -> Result<Vec<Case>> {
     top_k(&mut cases, 3000, 64, 1024, Values::Ties, true)?;
     top_k(&mut cases, 1000, 8, 256, Values::Special, true)?;
     top_k(&mut cases, 5, 3, 4096, Values::Uniform, false)?;
+    router(&mut cases, 8, 7, 2)?;
+    router(&mut cases, 128, 33, 8)?;
     for settings in [
         [0.8, 0.95, 0.05, 0.5],
         [0.8, 0.95, 0.05, 0.0],

@@ -22,7 +22,7 @@ use super::{Device, WgpuBuffer};
 use crate::backend::BufferHandle;
 use crate::graph::{Graph, Op, TensorId};
 use crate::tensor::Layout;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 /// How encoders turn a tensor's buffer handle into this device's buffer.
 pub type BufferOf<'a> = &'a dyn Fn(&BufferHandle) -> Result<&WgpuBuffer>;
@@ -50,8 +50,7 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         Op::Norm { .. } | Op::RmsNorm { .. } => norm::supports(graph, id),
         Op::SoftMax { .. } => softmax::supports(graph, id),
         Op::MulMat => mul_mat::supports(dev, graph, id),
-        // The CPU runs the experts (see the model's placement of them).
-        Op::MulMatId => false,
+        Op::MulMatId => mul_mat::supports(dev, graph, id),
         Op::GetRows => get_rows::supports(graph, id),
         Op::Rope(_) => rope::supports(graph, id),
         Op::SetRows => set_rows::supports(graph, id),
@@ -187,7 +186,7 @@ pub fn encode(
         Op::Norm { .. } | Op::RmsNorm { .. } => norm::encode(&enc),
         Op::SoftMax { .. } => softmax::encode(&enc),
         Op::MulMat => mul_mat::encode(&enc),
-        Op::MulMatId => Err(Error::invalid("mul_mat_id runs on the CPU")),
+        Op::MulMatId => mul_mat::encode_by_expert(&enc),
         Op::GetRows => get_rows::encode(&enc),
         Op::Rope(_) => rope::encode(&enc),
         Op::SetRows => set_rows::encode(&enc),

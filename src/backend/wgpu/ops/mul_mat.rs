@@ -28,12 +28,33 @@ use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
 
 const QUANT: &str = include_str!("../../../../wgsl/quant.wgsl");
+/// ggml's broadcast of the weights over the destination's dims 2 and 3.
+macro_rules! broadcast_batch {
+    () => {
+        "fn a_batch(i2: u32, i3: u32) -> vec2<u32> { return vec2<u32>(i2 / p.x.z, i3 / p.x.w); }\n"
+    };
+}
 const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
 /// The mat-vec kernel's store: the sum as it is, or plus a residual `c`
-/// addressed like the destination (`p.y.x` is its offset in its binding).
-const STORE_SUM: &str = "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n";
-const STORE_SUM_PLUS_C: &str =
-    "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n";
+/// addressed like the destination (`p.y.x` is its offset in its binding);
+/// and `a_batch(i2, i3)`, the weights' batch indices of the destination's:
+/// ggml's broadcast, or (mul_mat_id) the expert that the i32 ids in `c`
+/// name for slot i2 of token i3 (`p.y.x` their offset, `p.y.y` a token's
+/// stride), clamped to the experts there are.
+const STORE_SUM: &str = concat!(
+    "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n",
+    broadcast_batch!()
+);
+const STORE_SUM_PLUS_C: &str = concat!(
+    "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n",
+    broadcast_batch!()
+);
+const STORE_BY_EXPERT: &str = "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n\
+    fn a_batch(i2: u32, i3: u32) -> vec2<u32> {\n\
+    \x20   let e = load_c(p.y.x + 4u * i2 + p.y.y * i3);\n\
+    \x20   return vec2<u32>(min(u32(max(e, 0.0)), p.a.ne.z - 1u), 0u);\n}\n";
+/// The stores by [`Store`] index.
+const STORES: [&str; 3] = [STORE_SUM, STORE_SUM_PLUS_C, STORE_BY_EXPERT];
 /// Prologues whose activations carry their own scale (see DEFER in
 /// mul_mat_vec.wgsl).
 macro_rules! no_deferred_scale {
@@ -148,12 +169,8 @@ const VEC_SUMS: [&str; 2] = [
 
 type Body = [&'static str; 7];
 
-const fn vec_body(sums: usize, cols: usize, residual: bool, prologue: usize) -> Body {
-    let store = if residual {
-        STORE_SUM_PLUS_C
-    } else {
-        STORE_SUM
-    };
+const fn vec_body(sums: usize, cols: usize, store: usize, prologue: usize) -> Body {
+    let store = STORES[store];
     let (consts, x) = PROLOGUES[prologue];
     [
         QUANT,
@@ -166,26 +183,35 @@ const fn vec_body(sums: usize, cols: usize, residual: bool, prologue: usize) -> 
     ]
 }
 
-const fn bodies_for(sums: usize, cols: usize, residual: bool) -> [Body; PROLOGUE_COUNT] {
-    let mut out = [vec_body(sums, cols, residual, 0); PROLOGUE_COUNT];
+const fn bodies_for(sums: usize, cols: usize, store: usize) -> [Body; PROLOGUE_COUNT] {
+    let mut out = [vec_body(sums, cols, store, 0); PROLOGUE_COUNT];
     let mut i = 1;
     while i < PROLOGUE_COUNT {
-        out[i] = vec_body(sums, cols, residual, i);
+        out[i] = vec_body(sums, cols, store, i);
         i += 1;
     }
     out
 }
 
-const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; 2]; 3] {
+const fn stores_for(sums: usize, cols: usize) -> [[Body; PROLOGUE_COUNT]; 3] {
     [
-        [bodies_for(sums, 0, false), bodies_for(sums, 0, true)],
-        [bodies_for(sums, 1, false), bodies_for(sums, 1, true)],
-        [bodies_for(sums, 2, false), bodies_for(sums, 2, true)],
+        bodies_for(sums, cols, 0),
+        bodies_for(sums, cols, 1),
+        bodies_for(sums, cols, 2),
     ]
 }
 
-/// Every mat-vec variant: `[sums][cols][residual][prologue]`.
-static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 2]; 3]; 2] = [bodies_for_sums(0), bodies_for_sums(1)];
+const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; 3]; 3] {
+    [
+        stores_for(sums, 0),
+        stores_for(sums, 1),
+        stores_for(sums, 2),
+    ]
+}
+
+/// Every mat-vec variant: `[sums][cols][store][prologue]` (stores as in
+/// [`STORES`]).
+static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 3]; 3]; 2] = [bodies_for_sums(0), bodies_for_sums(1)];
 
 /// Rows per row group of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
@@ -304,11 +330,19 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
     let (&a, &b) = (node.src.first()?, node.src.get(1)?);
     let (la, lb) = (graph.layout(a), graph.layout(b));
     let [_, m, a2, a3] = la.ne;
-    let [_, n, b2, b3] = lb.ne;
-    if a2 == 0 || a3 == 0 || b2 % a2 != 0 || b3 % a3 != 0 {
+    let [_, n, b2, b3] = match node.op {
+        // One column per slot and token, each its expert's mat-vec.
+        Op::MulMatId => [0, 1, node.layout.ne[1], node.layout.ne[2]],
+        _ => lb.ne,
+    };
+    let broadcasts = node.op == Op::MulMatId || (b2 % a2 == 0 && b3 % a3 == 0);
+    if a2 == 0 || a3 == 0 || !broadcasts {
         return None;
     }
-    let (r2, r3) = (u32::try_from(b2 / a2).ok()?, u32::try_from(b3 / a3).ok()?);
+    let (r2, r3) = match node.op {
+        Op::MulMatId => (1, 1),
+        _ => (u32::try_from(b2 / a2).ok()?, u32::try_from(b3 / a3).ok()?),
+    };
     let kind = if n > VEC_MAX_COLS && coop_fits(dev) {
         Kind::Coop
     } else if n > VEC_MAX_COLS && tiles_fit(dev) {
@@ -343,11 +377,81 @@ pub fn supports(dev: &Device, graph: &Graph, id: TensorId) -> bool {
         DType::F32 | DType::F16 | DType::BF16 => true,
         t => defs(t).is_some() && la.rows_contiguous() && la.ne[0] % t.block_elems() == 0,
     };
+    let ids_ok = match node.src.get(2) {
+        Some(&ids) => graph.layout(ids).dtype == DType::I32 && graph.layout(ids).nb[0] == 4,
+        None => node.op == Op::MulMat,
+    };
     weights_ok
+        && ids_ok
         && matches!(lb.dtype, DType::F32 | DType::F16 | DType::BF16)
         && node.layout.dtype == DType::F32
+        && node.layout.is_contiguous()
         && la.ne[0] == lb.ne[0]
         && plan(dev, graph, id).is_some()
+}
+
+/// mul_mat_id as the mat-vec kernel's batches: the destination `[M,
+/// n_used, T]` read as `[M, 1, n_used, T]`, the activations `[K, X, T]` as
+/// `[K, 1, n_used, T]` (slot s reads column s, or with X = 1 the token's
+/// only column), and each batch's weights the expert its id names
+/// (`STORE_BY_EXPERT`).
+pub fn encode_by_expert(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
+    let node = enc.graph.node(enc.id);
+    let [a, b, ids] = [node.src[0], node.src[1], node.src[2]];
+    let dtype = enc.graph.layout(a).dtype;
+    let (Some(defs), Some((Kind::Vec(i), count, words))) =
+        (defs(dtype), plan(enc.device, enc.graph, enc.id))
+    else {
+        return Err(enc
+            .device
+            .error(format!("mul_mat_id of {dtype:?} weights is not supported")));
+    };
+    let (mut bindings, mut params) = enc.bind_all(&[a, b])?;
+    let (binding, at) = enc.bind(ids)?;
+    bindings.insert(2, binding);
+    params.x = words;
+    let n_used = node.layout.ne[1] as u32;
+    let x = params.b.ne[1];
+    params.b.ne = [params.b.ne[0], 1, n_used, params.b.ne[2]];
+    params.b.nb = [
+        params.b.nb[0],
+        params.b.nb[1],
+        if x == 1 { 0 } else { params.b.nb[1] },
+        params.b.nb[2],
+    ];
+    params.d.ne = [params.d.ne[0], 1, n_used, params.d.ne[2]];
+    params.d.nb = [
+        params.d.nb[0],
+        params.d.nb[1],
+        params.d.nb[1],
+        params.d.nb[2],
+    ];
+    params.y = [at.offset, at.nb[1], 0, 0];
+    params.y[3] = u32::from(quads_aligned(&params, Prologue::None));
+    let (workgroup, groups) = vec_shape(enc.device, dtype, enc.graph.layout(a).ne[0]);
+    let sums = usize::from(enc.device.reduction != Reduction::Subgroup);
+    let key = KernelKey {
+        wide: true,
+        groups,
+        ..key(
+            enc,
+            "mul_mat_id",
+            &[a, b, ids],
+            &VEC_BODIES[sums][i][2][Prologue::None.index()],
+            defs,
+            true,
+            workgroup,
+        )
+    };
+    // The vec4 views of the sources after `a` (see KernelKey::wide).
+    let views: Vec<_> = bindings[1..3].to_vec();
+    bindings.extend(views);
+    Ok(vec![Dispatch {
+        key,
+        bindings,
+        params,
+        workgroups: enc.grid(count),
+    }])
 }
 
 pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {

@@ -22,13 +22,8 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
         .iter()
         .all(|&s| graph.layout(s).dtype == DType::F32 && graph.layout(s).is_contiguous());
     match node.op {
-        // Not yet rows of several chunks (their indices are within the row).
-        Op::TopK { chunk, pairs, .. } => {
-            let one_row = pairs || graph.layout(node.src[0]).ne[1] == 1;
-            f32_in
-                && one_row
-                && node.layout.dtype == DType::F32
-                && chunk <= WG as usize * PER_INVOCATION
+        Op::TopK { chunk, .. } => {
+            f32_in && node.layout.dtype == DType::F32 && chunk <= WG as usize * PER_INVOCATION
         }
         Op::SampleTopK => f32_in && node.layout.dtype == DType::I32,
         _ => false,
@@ -45,7 +40,15 @@ pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
                 false => enc.graph.layout(src).n_elements(),
             };
             let chunks = enc.graph.layout(enc.id).ne[2];
-            params.x = [k as u32, chunk as u32, pairs as u32, entries as u32];
+            // What the entries are (top_k.wgsl): a row's values, pairs,
+            // or rows of one chunk each.
+            let rows = enc.graph.layout(src).ne[1] > 1;
+            let entries_are = match (pairs, rows) {
+                (true, _) => 1,
+                (false, false) => 0,
+                (false, true) => 2,
+            };
+            params.x = [k as u32, chunk as u32, entries_are, entries as u32];
             Ok(vec![Dispatch {
                 key: key(enc, "top_k", &[src], TOP_K, "", true, WG),
                 bindings,
