@@ -9,7 +9,7 @@
 //! `tests/data/llamacpp/families/` (made by scripts/make-family-fixture.sh).
 //! Then llama with each quantized weight type (`tiny:q5_0`,
 //! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
-//! `tiny@qwen3moe`), the same way.
+//! `tiny@qwen3moe`, `tiny@granitemoe`), the same way.
 
 mod fixtures;
 
@@ -195,6 +195,13 @@ fn mixtral_experts_match_llama_cpp() {
 fn qwen3moe_matches_llama_cpp() {
     on_every_backend("tiny@qwen3moe");
     on_every_backend("tiny-k@qwen3moe:q4_K");
+}
+
+/// Granite MoE: Granite's scales, experts and a shared expert (leaving it
+/// out moves the logits by 0.65).
+#[test]
+fn granitemoe_matches_llama_cpp() {
+    on_every_backend("tiny@granitemoe");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

@@ -49,6 +49,10 @@ pub enum Family {
     /// with the embeddings, the attention scores, each residual branch and
     /// the logits scaled by factors from the file.
     Granite,
+    /// llama.cpp's `granitemoe` graph (IBM Granite 3.x MoE): Granite's, with
+    /// a mixture-of-experts feed-forward and, where the file has one, a
+    /// shared expert every token also goes through.
+    GraniteMoe,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -63,13 +67,23 @@ const FAMILIES: &[(&str, Family)] = &[
     ("phi3", Family::Phi3),
     ("mistral3", Family::Mistral3),
     ("granite", Family::Granite),
+    ("granitemoe", Family::GraniteMoe),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
 /// (a test holds the two together).
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
-    "llama", "gemma3", "gemma2", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "mistral3",
+    "llama",
+    "gemma3",
+    "gemma2",
+    "qwen2",
+    "qwen3",
+    "qwen3moe",
+    "smollm3",
+    "phi3",
+    "mistral3",
     "granite",
+    "granitemoe",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
@@ -164,22 +178,25 @@ pub struct Experts {
     /// Hidden width of each expert (`{arch}.expert_feed_forward_length`
     /// for Qwen 3 MoE, `feed_forward_length` for llama's Mixtral files).
     pub n_ff: usize,
+    /// Hidden width of the shared expert that every token also goes
+    /// through, added to the chosen experts' sum (Granite MoE's
+    /// `expert_shared_feed_forward_length`, `ffn_*_shexp`); 0 for none.
+    pub n_ff_shared: usize,
 }
 
-/// The experts of a file whose `{arch}.expert_count` is above 0 (llama
-/// and Qwen 3 MoE; other families' experts are an error).
+/// The experts of a file whose `{arch}.expert_count` is above 0 (llama,
+/// Qwen 3 MoE and Granite MoE; other families' experts are an error).
 fn experts(g: &Gguf, arch: &str, family: Family, n_ff: usize) -> Result<Option<Experts>> {
     let key = |s: &str| format!("{arch}.{s}");
     let n_expert = g.opt_usize(&key("expert_count"))?.unwrap_or(0);
-    let moe_family = matches!(family, Family::Llama | Family::Qwen3Moe);
+    let moe_only = matches!(family, Family::Qwen3Moe | Family::GraniteMoe);
+    let moe_family = moe_only || family == Family::Llama;
     match (n_expert, moe_family) {
-        (0, _) if family == Family::Qwen3Moe => {
-            return Err(Error::invalid(format!("{arch}: expert_count is 0")))
-        }
+        (0, _) if moe_only => return Err(Error::invalid(format!("{arch}: expert_count is 0"))),
         (0, _) => return Ok(None),
         (_, false) => {
             return Err(Error::invalid(format!(
-                "{arch}: mixtures of experts are supported for llama and qwen3moe only"
+                "{arch}: mixtures of experts are supported for llama, qwen3moe and granitemoe only"
             )))
         }
         _ => {}
@@ -200,10 +217,17 @@ fn experts(g: &Gguf, arch: &str, family: Family, n_ff: usize) -> Result<Option<E
     if n_ff == 0 {
         return Err(Error::invalid(format!("{arch}: the experts' width is 0")));
     }
+    let n_ff_shared = match family {
+        Family::GraniteMoe => g
+            .opt_usize(&key("expert_shared_feed_forward_length"))?
+            .unwrap_or(0),
+        _ => 0,
+    };
     Ok(Some(Experts {
         n_expert,
         n_used,
         n_ff,
+        n_ff_shared,
     }))
 }
 
@@ -326,9 +350,11 @@ impl ModelConfig {
             )));
         }
         let mode = match family {
-            Family::Llama | Family::SmolLM3 | Family::Mistral3 | Family::Granite => {
-                RopeMode::Normal
-            }
+            Family::Llama
+            | Family::SmolLM3
+            | Family::Mistral3
+            | Family::Granite
+            | Family::GraniteMoe => RopeMode::Normal,
             Family::Gemma3
             | Family::Gemma2
             | Family::Qwen2
@@ -347,7 +373,7 @@ impl ModelConfig {
         }
         let rope_factors = rope_factors(g, family, &rope)?;
         let (scales, attention_scale) = match family {
-            Family::Granite => granite_scales(g, &arch)?,
+            Family::Granite | Family::GraniteMoe => granite_scales(g, &arch)?,
             _ => (BranchScales::default(), None),
         };
         // Only the Gemmas' windows are read (llama.cpp turns Phi-3's off).

@@ -471,22 +471,16 @@ pub fn build(
         // Feed-forward: norm, act(gate) * up, down (, post norm).
         let cur = norm(&mut g, ffn_inp, il, "ffn_norm")?;
         let mut down = match &c.experts {
+            Some(e) if e.n_ff_shared > 0 => {
+                let routed = experts::moe_ffn(&mut g, w, e, il, cur)?;
+                let names = ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"];
+                let shared = gated_ffn(&mut g, c, w, il, names, cur, home)?;
+                g.add(routed, shared)?
+            }
             Some(e) => experts::moe_ffn(&mut g, w, e, il, cur)?,
             None => {
-                let [gate, up] = match c.fused_projections() {
-                    true => {
-                        let [gate_up] = project(&mut g, w, il, ["ffn_up"], cur, home)?;
-                        split_rows(&mut g, gate_up, [c.n_ff, c.n_ff])?
-                    }
-                    false => project(&mut g, w, il, ["ffn_gate", "ffn_up"], cur, home)?,
-                };
-                let gate = match c.activation() {
-                    Activation::Silu => g.silu(gate)?,
-                    Activation::GeluTanh => g.gelu(gate)?,
-                };
-                let cur = g.mul(gate, up)?;
-                let [down] = project(&mut g, w, il, ["ffn_down"], cur, home)?;
-                down
+                let names = ["ffn_gate", "ffn_up", "ffn_down"];
+                gated_ffn(&mut g, c, w, il, names, cur, home)?
             }
         };
         if c.has_post_norms() {
@@ -546,6 +540,33 @@ pub fn build(
 }
 
 /// `cap * tanh(x * scale / cap)`: Gemma 2's soft cap of `x * scale`.
+/// `down(act(gate(x)) * up(x))` of layer `il`'s weights `[gate, up,
+/// down]`; Phi-3's gate and up are the halves of one `ffn_up`.
+fn gated_ffn(
+    g: &mut Graph,
+    c: &ModelConfig,
+    w: &Weights,
+    il: usize,
+    [gate, up, down]: [&str; 3],
+    x: TensorId,
+    home: usize,
+) -> Result<TensorId> {
+    let [gate, up] = match c.fused_projections() {
+        true => {
+            let [gate_up] = project(g, w, il, ["ffn_up"], x, home)?;
+            split_rows(g, gate_up, [c.n_ff, c.n_ff])?
+        }
+        false => project(g, w, il, [gate, up], x, home)?,
+    };
+    let gate = match c.activation() {
+        Activation::Silu => g.silu(gate)?,
+        Activation::GeluTanh => g.gelu(gate)?,
+    };
+    let act = g.mul(gate, up)?;
+    let [down] = project(g, w, il, [down], act, home)?;
+    Ok(down)
+}
+
 fn soft_cap(g: &mut Graph, x: TensorId, cap: f32, scale: f32) -> Result<TensorId> {
     let x = g.scale(x, scale / cap)?;
     let x = g.tanh(x)?;

@@ -48,6 +48,9 @@ pub enum SyntheticArch {
     /// `qwen3moe`: Qwen 3 with 8 experts of half the feed-forward's width
     /// (`expert_feed_forward_length`), 2 used per token.
     Qwen3Moe,
+    /// `granitemoe`: Granite's scales with 8 experts of the feed-forward's
+    /// width, 2 used per token, and a shared expert of half that width.
+    GraniteMoe,
 }
 
 /// Experts per layer and per token of the synthetic mixtures of experts.
@@ -161,7 +164,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -196,9 +199,10 @@ impl SyntheticLlama {
             Some("gemma2") => SyntheticArch::Gemma2,
             Some("mixtral") => SyntheticArch::Mixtral,
             Some("qwen3moe") => SyntheticArch::Qwen3Moe,
+            Some("granitemoe") => SyntheticArch::GraniteMoe,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral or qwen3moe"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral, qwen3moe or granitemoe"
             )))
             }
         };
@@ -241,6 +245,7 @@ impl SyntheticLlama {
             SyntheticArch::Granite => "granite",
             SyntheticArch::Gemma2 => "gemma2",
             SyntheticArch::Qwen3Moe => "qwen3moe",
+            SyntheticArch::GraniteMoe => "granitemoe",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -259,7 +264,7 @@ impl SyntheticLlama {
         }
         let (n_expert, n_used) = SYNTHETIC_EXPERTS;
         let n_ff_expert = match self.arch {
-            SyntheticArch::Mixtral => Some(self.n_ff),
+            SyntheticArch::Mixtral | SyntheticArch::GraniteMoe => Some(self.n_ff),
             SyntheticArch::Qwen3Moe => Some(self.n_ff / 2),
             _ => None,
         };
@@ -269,8 +274,17 @@ impl SyntheticLlama {
             if self.arch == SyntheticArch::Qwen3Moe {
                 w.add(key("expert_feed_forward_length"), width as u32);
             }
+            if self.arch == SyntheticArch::GraniteMoe {
+                w.add(
+                    key("expert_shared_feed_forward_length"),
+                    (self.n_ff / 2) as u32,
+                );
+            }
         }
-        if self.arch == SyntheticArch::Granite {
+        if matches!(
+            self.arch,
+            SyntheticArch::Granite | SyntheticArch::GraniteMoe
+        ) {
             // Far enough from 1 (and from the default 1 / sqrt(head_dim)
             // of the attention scale) that leaving any out shows.
             w.add(key("embedding_scale"), 6.0f32)
@@ -390,6 +404,11 @@ impl SyntheticLlama {
                 stack("ffn_gate_exps", [e, x])?;
                 stack("ffn_up_exps", [e, x])?;
                 stack("ffn_down_exps", [x, e])?;
+                if self.arch == SyntheticArch::GraniteMoe {
+                    matrix(&mut w, name("ffn_gate_shexp"), t, [e, ff / 2])?;
+                    matrix(&mut w, name("ffn_up_shexp"), t, [e, ff / 2])?;
+                    matrix(&mut w, name("ffn_down_shexp"), t, [ff / 2, e])?;
+                }
             } else if self.arch == SyntheticArch::Phi3 {
                 matrix(&mut w, name("ffn_up"), t, [e, 2 * ff])?;
                 matrix(&mut w, name("ffn_down"), t, [ff, e])?;
@@ -421,7 +440,8 @@ impl SyntheticLlama {
                 | SyntheticArch::Phi3
                 | SyntheticArch::Mistral3
                 | SyntheticArch::Granite
-                | SyntheticArch::Mixtral => {}
+                | SyntheticArch::Mixtral
+                | SyntheticArch::GraniteMoe => {}
             }
         }
         w.write_file(path)

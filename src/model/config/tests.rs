@@ -278,6 +278,7 @@ fn reads_mixtures_of_experts() {
             n_expert: 8,
             n_used: 2,
             n_ff,
+            n_ff_shared: 0,
         })
     };
     assert_eq!(experts("llama", &counts).unwrap(), want(128));
@@ -289,10 +290,18 @@ fn reads_mixtures_of_experts() {
     let c = ModelConfig::from_gguf(&meta_of("qwen3moe", &qwen, "")).unwrap();
     assert_eq!((c.experts, c.rope.mode), (want(48), RopeMode::Neox));
     assert!(c.has_qk_norm());
+    // Granite MoE: the feed-forward's width, and a shared expert's.
+    let mut granite = counts.to_vec();
+    granite.push(("llama.logit_scale", Value::F32(2.0)));
+    granite.push(("llama.expert_shared_feed_forward_length", Value::U32(32)));
+    let shared = experts("granitemoe", &granite)
+        .unwrap()
+        .map(|x| (x.n_ff, x.n_ff_shared));
+    assert_eq!(shared, Some((128, 32)));
     // Errors: experts where no graph has them, none where they are needed,
     // more used than top-k picks.
     let e = experts("gemma3", &counts).unwrap_err().to_string();
-    assert!(e.contains("llama and qwen3moe"), "{e}");
+    assert!(e.contains("llama, qwen3moe and granitemoe"), "{e}");
     assert!(experts("qwen3moe", &[]).is_err());
     for used in [0, 5] {
         let bad = [

@@ -50,12 +50,22 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
             ]);
         }
         match (c.experts, c.fused_projections()) {
-            (Some(x), _) => out.extend([
-                blk("ffn_gate_inp", vec![e, x.n_expert]),
-                blk("ffn_gate_exps", vec![e, x.n_ff, x.n_expert]),
-                blk("ffn_up_exps", vec![e, x.n_ff, x.n_expert]),
-                blk("ffn_down_exps", vec![x.n_ff, e, x.n_expert]),
-            ]),
+            (Some(x), _) => {
+                out.extend([
+                    blk("ffn_gate_inp", vec![e, x.n_expert]),
+                    blk("ffn_gate_exps", vec![e, x.n_ff, x.n_expert]),
+                    blk("ffn_up_exps", vec![e, x.n_ff, x.n_expert]),
+                    blk("ffn_down_exps", vec![x.n_ff, e, x.n_expert]),
+                ]);
+                let shared = x.n_ff_shared;
+                if shared > 0 {
+                    out.extend([
+                        blk("ffn_gate_shexp", vec![e, shared]),
+                        blk("ffn_up_shexp", vec![e, shared]),
+                        blk("ffn_down_shexp", vec![shared, e]),
+                    ]);
+                }
+            }
             (None, true) => {
                 out.extend([blk("ffn_up", vec![e, 2 * ff]), blk("ffn_down", vec![ff, e])])
             }
@@ -79,7 +89,8 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
 }
 
 /// Weights that one product can read as a single matrix, when stored back
-/// to back ([`crate::model::weights::Weights::plan`]): each layer's q, k, v and its gate, up.
+/// to back ([`crate::model::weights::Weights::plan`]): each layer's q, k, v and its gate, up
+/// (or its shared expert's).
 pub fn joined_weights(c: &ModelConfig) -> Vec<Vec<String>> {
     let mut out = Vec::with_capacity(2 * c.n_layer);
     for il in 0..c.n_layer {
@@ -93,6 +104,7 @@ pub fn joined_weights(c: &ModelConfig) -> Vec<Vec<String>> {
         // Qwen 2's biases, added to the joined product at once.
         out.push(names(&["attn_q", "attn_k", "attn_v"], "bias"));
         out.push(names(&["ffn_gate", "ffn_up"], "weight"));
+        out.push(names(&["ffn_gate_shexp", "ffn_up_shexp"], "weight"));
     }
     out
 }
