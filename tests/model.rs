@@ -888,6 +888,7 @@ fn k_quant_and_q5_models_agree_across_backends() {
             n_ctx_train: 64,
             weight_type,
             embd_type: DType::Q8_0,
+            ..SyntheticLlama::tiny()
         };
         let path = std::env::temp_dir().join(format!(
             "wginfer-test-{weight_type}-{}.gguf",
@@ -941,6 +942,7 @@ fn tiny_model(test: &str) -> (std::path::PathBuf, impl Fn(usize) -> LoadOptions)
         n_ctx_train: 1 << 27,
         weight_type: DType::F32,
         embd_type: DType::F32,
+        ..SyntheticLlama::tiny()
     };
     let path = std::env::temp_dir().join(format!("wginfer-{test}-{}.gguf", std::process::id()));
     spec.write(&path, 3).expect("write the synthetic model");

@@ -53,7 +53,8 @@ pub enum SyntheticArch {
     GraniteMoe,
 }
 
-/// Experts per layer and per token of the synthetic mixtures of experts.
+/// Experts per layer and per token of the synthetic mixtures of experts
+/// but the `30b-a3b` shape's.
 const SYNTHETIC_EXPERTS: (usize, usize) = (8, 2);
 
 /// The shape and types of a synthetic llama model.
@@ -79,6 +80,9 @@ pub struct SyntheticLlama {
     pub weight_type: DType,
     /// Type of the token embedding (tied to the output).
     pub embd_type: DType,
+    /// Experts per layer and per token, for the mixture-of-experts
+    /// architectures.
+    pub experts: (usize, usize),
 }
 
 impl SyntheticLlama {
@@ -96,6 +100,7 @@ impl SyntheticLlama {
             n_ctx_train: 8192,
             weight_type: DType::Q4_1,
             embd_type: DType::Q8_0,
+            experts: SYNTHETIC_EXPERTS,
         }
     }
 
@@ -112,6 +117,7 @@ impl SyntheticLlama {
             n_ctx_train: 2048,
             weight_type: DType::Q4_0,
             embd_type: DType::Q8_0,
+            experts: SYNTHETIC_EXPERTS,
         }
     }
 
@@ -128,6 +134,7 @@ impl SyntheticLlama {
             n_ctx_train: 8192,
             weight_type: DType::Q4_0,
             embd_type: DType::Q8_0,
+            experts: SYNTHETIC_EXPERTS,
         }
     }
 
@@ -147,6 +154,26 @@ impl SyntheticLlama {
             n_ctx_train: 256,
             weight_type: DType::F32,
             embd_type: DType::F32,
+            experts: SYNTHETIC_EXPERTS,
+        }
+    }
+
+    /// A Qwen3-30B-A3B-like mixture of experts (`qwen3moe`): 48 layers,
+    /// 2048 wide, 16/4 heads of 128, 128 experts of 768 with 8 used per
+    /// token, Q4_K layers: about 30B weights, 3B of them per token.
+    pub fn moe_30b_a3b() -> SyntheticLlama {
+        SyntheticLlama {
+            arch: SyntheticArch::Qwen3Moe,
+            n_layer: 48,
+            n_embd: 2048,
+            n_ff: 1536,
+            n_head: 16,
+            n_head_kv: 4,
+            n_vocab: 151_936,
+            n_ctx_train: 32_768,
+            weight_type: DType::Q4K,
+            embd_type: DType::Q8_0,
+            experts: (128, 8),
         }
     }
 
@@ -161,7 +188,7 @@ impl SyntheticLlama {
         }
     }
 
-    /// The preset called `smollm2-135m`, `1b`, `8b`, `tiny` or `tiny-k`, optionally
+    /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
     /// `qwen3moe`, `granitemoe`) and with its layers' weight type after a colon
@@ -181,14 +208,16 @@ impl SyntheticLlama {
             "8b" => SyntheticLlama::llama_8b(),
             "tiny" => SyntheticLlama::tiny(),
             "tiny-k" => SyntheticLlama::tiny_k(),
+            "30b-a3b" => SyntheticLlama::moe_30b_a3b(),
             other => {
                 return Err(Error::invalid(format!(
-                    "synthetic model '{other}': expected smollm2-135m, 1b, 8b, tiny or tiny-k"
-                )))
+                "synthetic model '{other}': expected smollm2-135m, 1b, 8b, 30b-a3b, tiny or tiny-k"
+            )))
             }
         };
         spec.arch = match arch {
-            None | Some("llama") => SyntheticArch::Llama,
+            None => spec.arch,
+            Some("llama") => SyntheticArch::Llama,
             Some("llama3") => SyntheticArch::Llama3,
             Some("qwen2") => SyntheticArch::Qwen2,
             Some("qwen3") => SyntheticArch::Qwen3,
@@ -262,7 +291,7 @@ impl SyntheticLlama {
         if self.arch == SyntheticArch::Phi3 {
             w.add(key("rope.scaling.attn_factor"), 1.2f32);
         }
-        let (n_expert, n_used) = SYNTHETIC_EXPERTS;
+        let (n_expert, n_used) = self.experts;
         let n_ff_expert = match self.arch {
             SyntheticArch::Mixtral | SyntheticArch::GraniteMoe => Some(self.n_ff),
             SyntheticArch::Qwen3Moe => Some(self.n_ff / 2),
@@ -556,6 +585,7 @@ mod tests {
             n_ctx_train: 128,
             weight_type: DType::Q6K,
             embd_type: DType::Q8_0,
+            experts: SYNTHETIC_EXPERTS,
         };
         let q4k = SyntheticLlama::preset("1b:q4_K").unwrap();
         assert_eq!(q4k.weight_type, DType::Q4K);
