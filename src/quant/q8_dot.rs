@@ -47,30 +47,47 @@ pub struct Q8Row {
     /// block, where three separate walks of four columns spilled their
     /// iterators' state to the stack.
     packed: Vec<Q8Block>,
+    /// Whether each run of [`SUPER`] blocks shares one scale
+    /// ([`Q8Row::quantize_super`]).
+    shared: bool,
 }
+
+/// Blocks of a 256-value super-block (K-quants, iq4_xs; ggml's q8_K).
+pub const SUPER: usize = 8;
 
 /// Each 32-value block of `x` as codes in `q`, its scale (f32) in `d`
 /// and the code sums of its two halves in `halves`; compiled for AVX2
 /// where the CPU has it, where rounding is a vector instruction rather
 /// than a libm call per value (6% of a prompt).
-fn encode(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
+fn encode(x: &[f32], group: usize, q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         #[target_feature(enable = "avx2,fma")]
-        fn with_avx2(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
-            encode_blocks(x, q, d, halves);
+        fn with_avx2(
+            x: &[f32],
+            group: usize,
+            q: &mut [i8],
+            d: &mut [f32],
+            halves: &mut [[i32; 2]],
+        ) {
+            encode_blocks(x, group, q, d, halves);
         }
         // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { with_avx2(x, q, d, halves) };
+        return unsafe { with_avx2(x, group, q, d, halves) };
     }
-    encode_blocks(x, q, d, halves);
+    encode_blocks(x, group, q, d, halves);
 }
 
-/// [`encode`]'s loop, inlined into each instruction set's copy.
+/// [`encode`]'s loop, inlined into each instruction set's copy: each run
+/// of `group` blocks shares the scale of its largest magnitude.
 #[inline(always)]
-fn encode_blocks(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
-    let blocks = x.chunks_exact(BLOCK).zip(q.chunks_exact_mut(BLOCK));
-    for ((xs, qs), (d, halves)) in blocks.zip(d.iter_mut().zip(halves)) {
+fn encode_blocks(x: &[f32], group: usize, q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]) {
+    let span = BLOCK * group;
+    let runs = x.chunks_exact(span).zip(q.chunks_exact_mut(span));
+    let scales = d
+        .chunks_exact_mut(group)
+        .zip(halves.chunks_exact_mut(group));
+    for ((xs, qs), (d, halves)) in runs.zip(scales) {
         // The largest magnitude in eight lanes first, so it vectorizes.
         let mut lanes = [0.0f32; 8];
         for v in xs.chunks_exact(8) {
@@ -79,13 +96,16 @@ fn encode_blocks(x: &[f32], q: &mut [i8], d: &mut [f32], halves: &mut [[i32; 2]]
             }
         }
         let amax = lanes.iter().fold(0.0f32, |m, &v| m.max(v));
-        *d = amax / 127.0;
-        let id = if *d == 0.0 { 0.0 } else { 1.0 / *d };
+        let scale = amax / 127.0;
+        let id = if scale == 0.0 { 0.0 } else { 1.0 / scale };
         for (q, &v) in qs.iter_mut().zip(xs) {
             *q = (v * id).round() as i8;
         }
+        d.fill(scale);
         let sum = |h: &[i8]| h.iter().map(|&q| i32::from(q)).sum::<i32>();
-        *halves = [sum(&qs[..16]), sum(&qs[16..])];
+        for (halves, qs) in halves.iter_mut().zip(qs.chunks_exact(BLOCK)) {
+            *halves = [sum(&qs[..16]), sum(&qs[16..])];
+        }
     }
 }
 
@@ -104,12 +124,32 @@ impl Q8Row {
     /// (reusing its memory): each block's scale maps its largest magnitude
     /// to 127.
     pub fn quantize(&mut self, x: &[f32]) -> Result<()> {
-        if !x.len().is_multiple_of(BLOCK) {
+        self.quantize_runs(x, 1)
+    }
+
+    /// Quantizes `x`, a whole number of 256-value super-blocks, as ggml's
+    /// q8_K does for K-quant weights: the eight blocks of a super-block
+    /// share one scale (f32), so that a K-quant's sub-block dots can be
+    /// scaled and summed in integers before one conversion per
+    /// super-block.
+    pub fn quantize_super(&mut self, x: &[f32]) -> Result<()> {
+        self.quantize_runs(x, SUPER)
+    }
+
+    /// Whether each run of [`SUPER`] blocks shares one scale.
+    pub fn shares_scales(&self) -> bool {
+        self.shared
+    }
+
+    fn quantize_runs(&mut self, x: &[f32], group: usize) -> Result<()> {
+        if !x.len().is_multiple_of(BLOCK * group) {
             return Err(Error::shape(format!(
-                "q8 activations come in blocks of {BLOCK}, got {} values",
+                "q8 activations come in blocks of {}, got {} values",
+                BLOCK * group,
                 x.len()
             )));
         }
+        self.shared = group == SUPER;
         let blocks = x.len() / BLOCK;
         self.q.resize(x.len(), 0);
         self.d.resize(blocks, 0.0);
@@ -118,13 +158,16 @@ impl Q8Row {
         self.half_dsums.resize(blocks, [0.0; 2]);
         self.halves.resize(blocks, [0; 2]);
         self.packed.clear();
-        encode(x, &mut self.q, &mut self.d, &mut self.halves);
+        encode(x, group, &mut self.q, &mut self.d, &mut self.halves);
         for (b, qs) in self.q.chunks_exact(BLOCK).enumerate() {
             let halves = self.halves[b];
             let sum = halves[0] + halves[1];
-            // Stored as f16, as ggml's q8_0/q8_1 blocks store it: the fast
-            // path then computes what llama.cpp's CPU backend does.
-            self.d[b] = f16::from_f32(self.d[b]).to_f32();
+            // Stored as f16, as ggml's q8_0/q8_1 blocks store it (q8_K's
+            // is f32): the fast path then computes what llama.cpp's CPU
+            // backend does.
+            if !self.shared {
+                self.d[b] = f16::from_f32(self.d[b]).to_f32();
+            }
             self.sums[b] = sum;
             self.dsums[b] = self.d[b] * sum as f32;
             self.half_dsums[b] = halves.map(|h| self.d[b] * h as f32);
@@ -257,8 +300,11 @@ fn by_rows<B: bytemuck::Pod>(
     with_blocks(bytes, |blocks: &[B]| {
         let rows = blocks.chunks_exact(per_row);
         let ahead = prefetch_rows::<B>(per_row);
+        let prefetch = row_bytes < PREFETCH_ROWS_BELOW;
         for (r, (w, o)) in rows.zip(out.chunks_exact_mut(xs.len().max(1))).enumerate() {
-            prefetch_row(blocks, per_row, r + ahead);
+            if prefetch {
+                prefetch_row(blocks, per_row, r + ahead);
+            }
             row(w, xs, o);
         }
     });
@@ -269,6 +315,11 @@ fn by_rows<B: bytemuck::Pod>(
 /// 262,144 x 640 q8_0 output product is most of its decode), and the
 /// hardware prefetcher alone fell behind.
 const PREFETCH_BYTES: usize = 8 << 10;
+
+/// Rows from this many bytes on stream well enough without (a 1B model's
+/// q4_K rows of 1,152 bytes decoded 30% faster without the prefetches,
+/// the 612-byte q8_0 rows of SmolLM2's output product 10% slower).
+const PREFETCH_ROWS_BELOW: usize = 1024;
 
 /// Rows of `per_row` blocks `B` in [`PREFETCH_BYTES`].
 fn prefetch_rows<B>(per_row: usize) -> usize {
@@ -561,13 +612,31 @@ mod tests {
             *v = 127.0;
         }
         let blocks = x.len() / BLOCK;
-        let (mut q, mut d, mut halves) =
-            (vec![0i8; x.len()], vec![0.0; blocks], vec![[0; 2]; blocks]);
-        encode(&x, &mut q, &mut d, &mut halves);
-        let (mut q2, mut d2, mut halves2) =
-            (vec![0i8; x.len()], vec![0.0; blocks], vec![[0; 2]; blocks]);
-        encode_blocks(&x, &mut q2, &mut d2, &mut halves2);
-        assert_eq!((q, d, halves), (q2, d2, halves2));
+        // Per block and per 256-value super-block.
+        for group in [1, SUPER] {
+            let (mut q, mut d, mut halves) =
+                (vec![0i8; x.len()], vec![0.0; blocks], vec![[0; 2]; blocks]);
+            encode(&x, group, &mut q, &mut d, &mut halves);
+            let (mut q2, mut d2, mut halves2) =
+                (vec![0i8; x.len()], vec![0.0; blocks], vec![[0; 2]; blocks]);
+            encode_blocks(&x, group, &mut q2, &mut d2, &mut halves2);
+            assert_eq!((q, d, halves), (q2, d2, halves2));
+        }
+    }
+
+    #[test]
+    fn super_blocks_share_one_scale() {
+        let x = values(512, 5);
+        let mut xq = Q8Row::default();
+        xq.quantize_super(&x).unwrap();
+        assert!(xq.shares_scales());
+        for (run, xs) in xq.d.chunks_exact(SUPER).zip(x.chunks_exact(BLOCK * SUPER)) {
+            let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            assert!(run.iter().all(|&d| d == amax / 127.0), "{run:?}");
+        }
+        assert!(xq.quantize_super(&x[..224]).is_err());
+        xq.quantize(&x).unwrap();
+        assert!(!xq.shares_scales());
     }
 
     #[test]

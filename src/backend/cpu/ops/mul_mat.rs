@@ -47,10 +47,16 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
     {
         // A prompt's columns are quantized by the workers (5% of a prompt
         // on one thread).
+        // Super-blocked weights take ggml's q8_K: one scale per 256 values.
+        let super_blocks = dtype.block_elems() == 256;
         let mut columns = vec![Q8Row::default(); bv.len() / k];
         parallel_fill(&mut columns, 1, threads, |first, part| {
             for (j, q) in part.iter_mut().enumerate() {
-                q.quantize(&bv[(first + j) * k..][..k])?;
+                let x = &bv[(first + j) * k..][..k];
+                match super_blocks {
+                    true => q.quantize_super(x)?,
+                    false => q.quantize(x)?,
+                }
             }
             Ok(())
         })?;
