@@ -384,7 +384,7 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
     let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
     let one_thread = CpuBackend::with_threads(1).with_quantized_dots(true);
     let mut rng = Rng::new(11);
-    let cases: [FastCase; 22] = [
+    let cases: [FastCase; 24] = [
         // Tiles of four rows by four columns, and rows and columns past them.
         (DType::Q4_0, 128, 9, [128, 6, 2, 1], NO_PERMUTE),
         (DType::Q5_0, 64, 10, [64, 5, 1, 1], NO_PERMUTE),
@@ -406,6 +406,8 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
         (DType::Q4K, 256, 5, [256, 5, 1, 1], NO_PERMUTE),
         (DType::Q5K, 512, 3, [512, 9, 1, 1], NO_PERMUTE),
         (DType::Q6K, 512, 3, [512, 6, 1, 1], NO_PERMUTE),
+        (DType::IQ4XS, 256, 5, [256, 6, 1, 1], NO_PERMUTE),
+        (DType::IQ4XS, 512, 3, [512, 1, 1, 1], NO_PERMUTE),
         (DType::F16, 40, 6, [40, 3, 1, 1], NO_PERMUTE),
         // Attention's shapes: K cache rows of a head times a permuted query.
         (DType::F16, 64, 9, [64, 5, 3, 1], [0, 2, 1, 3]),

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::{Q8Block, Q8Row, BLOCK};
+use super::{Q8Row, BLOCK};
 use crate::quant::q4_k::scale_min;
 use crate::quant::{BlockIQ4NL, BlockIQ4XS, BlockQ6K, BlockQ8_0, IQ4_VALUES};
 use crate::quant::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
@@ -723,45 +723,65 @@ fn iq4_table() -> __m256i {
     _mm256_broadcastsi128_si256(table)
 }
 
-/// One iq4 group (32 codes at `step`) against x-block `b` of N columns,
-/// into `acc`: the codes' table values (one `vpshufb`), then as q8_0's
-/// signed bytes.
-#[target_feature(enable = "avx2,fma")]
-fn iq4_group<const N: usize>(
-    table: __m256i,
-    step: f32,
-    qs: &[u8; 16],
-    cols: &[&[Q8Block]; N],
-    b: usize,
-    acc: &mut [__m256; N],
-) {
-    let w = _mm256_shuffle_epi8(table, nibbles(qs));
-    let magnitude = _mm256_sign_epi8(w, w);
-    for j in 0..N {
-        let x = &cols[j][b];
-        let p = dot_u8_i8(magnitude, _mm256_sign_epi8(codes(&x.q), w));
-        acc[j] = _mm256_fmadd_ps(p, _mm256_set1_ps(step * x.d), acc[j]);
-    }
-}
-
-/// iq4_xs against N columns: eight groups per block, each its x-block.
-/// The loop over blocks stays in this function: an iterator of groups
-/// passed in from outside was not inlined into it (a call per block for
-/// `next`, a third of a decode step).
+/// iq4_xs against N columns: eight groups per block, each its x-block;
+/// a group's codes are its table values (one `vpshufb`), dotted as q8_0's
+/// signed bytes. Each group's dot takes its step in f32, or with `SHARED`
+/// (every column's super-blocks share their scale,
+/// [`Q8Row::quantize_super`]) its signed 6-bit scale in integers, summed
+/// over the block and scaled by d dx once. The loop over blocks stays in
+/// this function: an iterator of groups passed in from outside was not
+/// inlined into it (a call per block for `next`, a third of a decode step).
 #[target_feature(enable = "avx2,fma,f16c")]
-fn iq4_xs_cols<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; N] {
+fn iq4_xs_cols<const N: usize, const SHARED: bool>(
+    blocks: &[BlockIQ4XS],
+    xs: &[Q8Row; N],
+) -> [f32; N] {
     let table = iq4_table();
     let mut acc = [_mm256_setzero_ps(); N];
     let cols = xs.each_ref().map(|x| &x.packed[..]);
     let n_blocks = cols.iter().map(|c| c.len() / 8).min().unwrap_or(0);
     for (i, w) in blocks.iter().take(n_blocks).enumerate() {
         let d = scale(w.d);
+        // Table values within ±127 times bytes: pair sums within i16;
+        // times scales within ±32, within i32 over a block.
+        let mut sums = [_mm256_setzero_si256(); N];
         for (s, qs) in w.qs.as_chunks::<16>().0.iter().enumerate() {
-            let step = d * (w.scale(s) - 32) as f32;
-            iq4_group(table, step, qs, &cols, 8 * i + s, &mut acc);
+            let ls = w.scale(s) - 32;
+            let values = _mm256_shuffle_epi8(table, nibbles(qs));
+            let magnitude = _mm256_sign_epi8(values, values);
+            let sc = _mm256_set1_epi16(ls as i16);
+            for j in 0..N {
+                let x = &cols[j][8 * i + s];
+                let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(codes(&x.q), values));
+                let scaled = _mm256_madd_epi16(pairs, sc);
+                if SHARED {
+                    sums[j] = _mm256_add_epi32(sums[j], scaled);
+                } else {
+                    let step = _mm256_set1_ps(d * x.d);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(scaled), step, acc[j]);
+                }
+            }
+        }
+        if SHARED {
+            for j in 0..N {
+                let step = _mm256_set1_ps(d * cols[j][8 * i].d);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), step, acc[j]);
+            }
         }
     }
     acc.map(|a| sum8(a))
+}
+
+/// [`iq4_xs_cols`] of the super-block-scaled columns.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_xs_shared<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; N] {
+    iq4_xs_cols::<N, true>(blocks, xs)
+}
+
+/// [`iq4_xs_cols`] of columns scaled per block.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_xs_blocks<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; N] {
+    iq4_xs_cols::<N, false>(blocks, xs)
 }
 
 /// iq4_nl: d * table(code); the nibble loops with the codes looked up in
@@ -782,7 +802,11 @@ pub fn iq4_nl(
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn iq4_xs(blocks: &[BlockIQ4XS], xs: &[Q8Row], out: &mut [f32]) {
-    cols_by_fours!(iq4_xs_cols(blocks), xs, out);
+    if xs.iter().all(Q8Row::shares_scales) {
+        cols_by_fours!(iq4_xs_shared(blocks), xs, out);
+    } else {
+        cols_by_fours!(iq4_xs_blocks(blocks), xs, out);
+    }
 }
 
 #[cfg(test)]
