@@ -426,6 +426,36 @@ pub fn q5_1(blocks: &[BlockQ5_1], per_row: usize, first_row: usize, xs: &[Q8Row]
     );
 }
 
+/// The codes of sub-blocks 2g and 2g + 1 of a q4_K/q5_K block: the low
+/// and high nibbles of its code bytes 32g.., with (q5_K) bits 2g and
+/// 2g + 1 of the fifth-bit bytes `high` as their fifth bits. Not a
+/// `target_feature` function, so that it is always inlined (a call would
+/// spill the callers' accumulators).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[inline(always)]
+unsafe fn k_codes(qs: &[u8; 128], high: Option<__m256i>, g: usize) -> [__m256i; 2] {
+    // SAFETY: the caller's CPU has AVX2; the load reads 32 bytes of the
+    // 128 from 32g (g < 4), unaligned.
+    unsafe {
+        let mask = _mm256_set1_epi8(0x0f);
+        let packed = _mm256_loadu_si256(qs[32 * g..][..32].as_ptr().cast());
+        let mut pair = [
+            _mm256_and_si256(packed, mask),
+            _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
+        ];
+        if let Some(h) = high {
+            for (t, c) in pair.iter_mut().enumerate() {
+                let n = _mm_cvtsi32_si128((2 * g + t) as i32);
+                let bit = _mm256_and_si256(_mm256_srl_epi16(h, n), _mm256_set1_epi8(1));
+                *c = _mm256_or_si256(*c, _mm256_slli_epi16::<4>(bit));
+            }
+        }
+        pair
+    }
+}
+
 /// q4_K and q5_K: per sub-block s and each of N columns, d sc(s) dx Σ
 /// code xq - dmin mn(s) dx Σ xq. `qh` holds q5_K's fifth bits (bit s
 /// of byte l for value l of sub-block s). A sub-block's codes and scales
@@ -435,8 +465,6 @@ fn k_quant<'a, const N: usize>(
     blocks: impl Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
     xs: &[Q8Row; N],
 ) -> [f32; N] {
-    let mask = _mm256_set1_epi8(0x0f);
-    let one = _mm256_set1_epi8(1);
     let mut acc = [_mm256_setzero_ps(); N];
     let mut offsets = [0.0f32; N];
     let cols = xs.each_ref().map(|x| &x.packed[..]);
@@ -446,19 +474,8 @@ fn k_quant<'a, const N: usize>(
         // SAFETY: qh is 32 readable bytes; the load is unaligned.
         let high = qh.map(|h| unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
         for g in 0..4 {
-            // SAFETY: 32 bytes of the 128 from 32g; the load is unaligned.
-            let packed = unsafe { _mm256_loadu_si256(qs[32 * g..].as_ptr().cast()) };
-            let mut pair = [
-                _mm256_and_si256(packed, mask),
-                _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
-            ];
-            if let Some(h) = high {
-                for (t, c) in pair.iter_mut().enumerate() {
-                    let n = _mm_cvtsi32_si128((2 * g + t) as i32);
-                    let bit = _mm256_and_si256(_mm256_srl_epi16(h, n), one);
-                    *c = _mm256_or_si256(*c, _mm256_slli_epi16::<4>(bit));
-                }
-            }
+            // SAFETY: this function's CPU has AVX2.
+            let pair = unsafe { k_codes(qs, high, g) };
             for (t, c) in pair.into_iter().enumerate() {
                 let (sc, mn) = scale_min(scales, 2 * g + t);
                 let (step, offset) = (d * f32::from(sc), dmin * f32::from(mn));
@@ -514,8 +531,6 @@ fn k_quant_shared<'a, const N: usize>(
     blocks: impl Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
     xs: &[Q8Row; N],
 ) -> [f32; N] {
-    let mask = _mm256_set1_epi8(0x0f);
-    let one = _mm256_set1_epi8(1);
     let mut acc = [_mm256_setzero_ps(); N];
     let mut offsets = [_mm256_setzero_ps(); N];
     let cols = xs.each_ref().map(|x| &x.packed[..]);
@@ -526,19 +541,8 @@ fn k_quant_shared<'a, const N: usize>(
         let (scales, mins) = scales_and_mins(packed_scales);
         let mut sums = [_mm256_setzero_si256(); N];
         for g in 0..4 {
-            // SAFETY: 32 bytes of the 128 from 32g; the load is unaligned.
-            let packed = unsafe { _mm256_loadu_si256(qs[32 * g..].as_ptr().cast()) };
-            let mut pair = [
-                _mm256_and_si256(packed, mask),
-                _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
-            ];
-            if let Some(h) = high {
-                for (t, c) in pair.iter_mut().enumerate() {
-                    let n = _mm_cvtsi32_si128((2 * g + t) as i32);
-                    let bit = _mm256_and_si256(_mm256_srl_epi16(h, n), one);
-                    *c = _mm256_or_si256(*c, _mm256_slli_epi16::<4>(bit));
-                }
-            }
+            // SAFETY: this function's CPU has AVX2.
+            let pair = unsafe { k_codes(qs, high, g) };
             for (t, c) in pair.into_iter().enumerate() {
                 // Codes below 32 times bytes: pair sums within i16; times
                 // a scale below 64, within i32 over a super-block.

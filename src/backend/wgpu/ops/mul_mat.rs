@@ -22,7 +22,7 @@ use super::decoders::defs;
 use super::{key, workgroup_within, OpEncoder};
 use crate::backend::wgpu::kernels::KernelKey;
 use crate::backend::wgpu::params::Params;
-use crate::backend::wgpu::plan::Dispatch;
+use crate::backend::wgpu::plan::{Binding, Dispatch};
 use crate::backend::wgpu::{Device, Reduction};
 use crate::graph::{Graph, Op, TensorId};
 use crate::{DType, Result};
@@ -443,15 +443,30 @@ pub fn encode_by_expert(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
             workgroup,
         )
     };
-    // The vec4 views of the sources after `a` (see KernelKey::wide).
-    let views: Vec<_> = bindings[1..3].to_vec();
-    bindings.extend(views);
-    Ok(vec![Dispatch {
+    Ok(dispatch(enc, key, bindings, 3, params, count))
+}
+
+/// The dispatch of a mul_mat kernel over `count` workgroups, its first
+/// `n_srcs` bindings the sources (`a` first) and, for a `wide` key, the
+/// vec4 views of those after `a` appended (see KernelKey::wide).
+fn dispatch(
+    enc: &OpEncoder,
+    key: KernelKey,
+    mut bindings: Vec<Binding>,
+    n_srcs: usize,
+    params: Params,
+    count: u32,
+) -> Vec<Dispatch> {
+    if key.wide {
+        let views: Vec<_> = bindings[1..n_srcs].to_vec();
+        bindings.extend(views);
+    }
+    vec![Dispatch {
         key,
         bindings,
         params,
         workgroups: enc.grid(count),
-    }])
+    }]
 }
 
 pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
@@ -644,17 +659,7 @@ fn encode_product(
             }
         }
     };
-    if key.wide {
-        // The vec4 views of the sources after `a` (see KernelKey::wide).
-        let views: Vec<_> = bindings[1..srcs.len()].to_vec();
-        bindings.extend(views);
-    }
-    Ok(vec![Dispatch {
-        key,
-        bindings,
-        params,
-        workgroups: enc.grid(count),
-    }])
+    Ok(dispatch(enc, key, bindings, srcs.len(), params, count))
 }
 
 #[cfg(test)]
