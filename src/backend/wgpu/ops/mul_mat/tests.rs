@@ -1,0 +1,49 @@
+use super::*;
+use crate::backend::wgpu::kernels::compose;
+
+/// Every cooperative kernel goes through naga's WGSL parser, validator
+/// and SPIR-V writer, which panics on strides that are not literals:
+/// CI's devices have no cooperative matrices, so nothing else would
+/// compile these kernels before a user's GPU does.
+#[test]
+fn cooperative_kernels_compile_to_spirv() {
+    let mut compiled = 0;
+    for t in DType::ALL {
+        let Some(defs) = defs(t) else { continue };
+        let key = KernelKey {
+            name: format!("mul_mm_coop_{t}"),
+            body: MM_COOP,
+            defs,
+            enables: COOP_ENABLES,
+            srcs: vec![t, DType::F32],
+            dst: DType::F32,
+            reduces: true,
+            workgroup: COOP_WG,
+            groups: 1,
+            wide: false,
+        };
+        let source = compose(&key, true, Reduction::Subgroup);
+        let module = naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|e| panic!("{t}: {}", e.emit_to_string(&source)));
+        let info = naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{t}: {e:?}"));
+        let pipeline = naga::back::spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: "main".into(),
+        };
+        let words = naga::back::spv::write_vec(
+            &module,
+            &info,
+            &naga::back::spv::Options::default(),
+            Some(&pipeline),
+        )
+        .unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert!(!words.is_empty());
+        compiled += 1;
+    }
+    assert!(compiled >= 10, "{compiled} weight types");
+}
