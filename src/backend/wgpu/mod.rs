@@ -88,8 +88,8 @@ pub struct WgpuOptions {
     /// Row groups of the mat-vec kernel's workgroups (1, 2, 4 or 8, each
     /// four rows sharing the workgroup's activation loads through the
     /// cache; another value is an error at [`WgpuBackend::new`]);
-    /// the default (`None`) is `WGINFER_MATVEC_GROUPS` when set, else the
-    /// kernel's own choice per row length. A device whose subgroups are
+    /// the default (`None`) is `WGINFER_MATVEC_GROUPS` when set, else 1
+    /// (more measured slower on an H200). A device whose subgroups are
     /// wider than a group's invocations takes fewer.
     pub matvec_groups: Option<u32>,
 }
