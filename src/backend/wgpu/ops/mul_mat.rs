@@ -633,6 +633,8 @@ fn encode_product(
         }
         Kind::Coop if residual.is_none() && prologue == Prologue::None => KernelKey {
             enables: COOP_ENABLES,
+            // Activations load through vec4 views where aligned (p.y.w).
+            wide: true,
             ..key(enc, "mul_mm_coop", &srcs, MM_COOP, defs, true, COOP_WG)
         },
         Kind::Tiled | Kind::Coop => {

@@ -20,7 +20,7 @@ fn cooperative_kernels_compile_to_spirv() {
             reduces: true,
             workgroup: COOP_WG,
             groups: 1,
-            wide: false,
+            wide: true,
         };
         let source = compose(&key, true, Reduction::Subgroup);
         let module = naga::front::wgsl::parse_str(&source)
