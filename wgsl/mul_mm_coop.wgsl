@@ -3,16 +3,18 @@
 // stepping over K eight 8-value units (64 values) at a time (the last step
 // of a row of an odd number of four-unit groups is half zeros). Each step
 // loads its weights and activations into registers, then decodes and
-// stores them as f16 tiles in workgroup memory (the activations of a
-// column as vec4 loads where aligned: 5% faster prompts on an H100 than
-// one scalar load per value); each subgroup multiplies a 32 x 64 block as 2 x 4
-// 16x16x16 products with f32 accumulators. Each accumulator goes to d
-// through a 16 x 16 scratch of its subgroup, so partial tiles and any
-// strides store like mul_mm's. Every coopLoad/coopStore stride is a literal
-// (naga 30's SPIR-V writer requires it); cooperative operations sit in
-// uniform control flow.
-// p.x: row tiles, column tiles, a's batch divisors r2 and r3; p.y.w: the
-// activations' columns are dense and 16-byte aligned (vec4 loads).
+// stores them as f16 tiles in workgroup memory; each subgroup multiplies
+// a 32 x 64 block as 2 x 4 16x16x16 products with f32 accumulators. Each
+// accumulator goes to d through a 16 x 16 scratch of its subgroup, so
+// partial tiles and any strides store like mul_mm's. Every
+// coopLoad/coopStore stride is a literal (naga 30's SPIR-V writer requires
+// it); cooperative operations sit in uniform control flow.
+// With CAST, `b` holds the activations as mul_mm_cast.wgsl wrote them (f16,
+// each column's units in order, from byte p.b.offset; p.b keeps the
+// activations' shape): a unit is one 16-byte load. Without, a column's
+// values load as vec4s where aligned (p.y.w), else one by one, and are
+// converted here.
+// p.x: row tiles, column tiles, a's batch divisors r2 and r3.
 
 const TM: u32 = 128u;
 const TN: u32 = 128u;
@@ -57,6 +59,11 @@ struct StepRegs {
     x5: vec4<f32>,
     x6: vec4<f32>,
     x7: vec4<f32>,
+    // CAST: the four units' f16 activations, two per word.
+    h0: vec4<u32>,
+    h1: vec4<u32>,
+    h2: vec4<u32>,
+    h3: vec4<u32>,
 }
 
 // Where an invocation loads from and stores to: weight row `arow` (tile
@@ -75,6 +82,12 @@ struct Lanes {
     cb: u32,
     bbase: u32,
     n0: u32,
+}
+
+// The cast activations of unit `u` (0 past the row's units).
+fn x_cast_unit(l: Lanes, u: u32) -> vec4<u32> {
+    let v = b_quad(l.xcol + 16u * min(u, l.units - 1u));
+    return select(vec4<u32>(0u), v, u < l.units);
 }
 
 // Activations of `u` (0 past the row's units) at elements i..i+4 of the unit.
@@ -105,7 +118,12 @@ fn fetch(l: Lanes, st: u32) -> StepRegs {
         let last = l.units - 1u;
         r.units = UnitQuad(unit_w(l.arow, min(u, last)), unit_w(l.arow, min(u + 1u, last)), unit_w(l.arow, min(u + 2u, last)), unit_w(l.arow, min(u + 3u, last)));
     }
-    if (X_QUADS && l.wide) {
+    if (CAST) {
+        r.h0 = x_cast_unit(l, u);
+        r.h1 = x_cast_unit(l, u + 1u);
+        r.h2 = x_cast_unit(l, u + 2u);
+        r.h3 = x_cast_unit(l, u + 3u);
+    } else if (X_QUADS && l.wide) {
         r.x0 = x_quad_at(l, u, 0u);
         r.x1 = x_quad_at(l, u, 4u);
         r.x2 = x_quad_at(l, u + 1u, 0u);
@@ -156,6 +174,24 @@ fn put_b4(at: u32, v: vec4<f32>) {
     tb[at + 3u] = h.w;
 }
 
+// Eight f16 activations, two per word. (naga 30 has no bitcast from u32
+// to vec2<f16>; widening and narrowing again is exact, and compilers
+// drop the pair.)
+fn put_b_words(at: u32, w: vec4<u32>) {
+    let h0 = vec2<f16>(unpack2x16float(w.x));
+    let h1 = vec2<f16>(unpack2x16float(w.y));
+    let h2 = vec2<f16>(unpack2x16float(w.z));
+    let h3 = vec2<f16>(unpack2x16float(w.w));
+    tb[at] = h0.x;
+    tb[at + 1u] = h0.y;
+    tb[at + 2u] = h1.x;
+    tb[at + 3u] = h1.y;
+    tb[at + 4u] = h2.x;
+    tb[at + 5u] = h2.y;
+    tb[at + 6u] = h3.x;
+    tb[at + 7u] = h3.y;
+}
+
 // Column-strided scalar positions: values j..j+4 of the 32 go to tile
 // columns cb + 4j.., position kk.
 fn put_b_scalars(l: Lanes, j: u32, v: vec4<f32>) {
@@ -180,7 +216,13 @@ fn store_step(l: Lanes, r: StepRegs, st: u32) {
         put_a(at + 16u, r.units.c2, u + 2u < l.units);
         put_a(at + 24u, r.units.c3, u + 3u < l.units);
     }
-    if (X_QUADS && l.wide) {
+    if (CAST) {
+        let bt = l.cn * SK + 32u * l.half;
+        put_b_words(bt, r.h0);
+        put_b_words(bt + 8u, r.h1);
+        put_b_words(bt + 16u, r.h2);
+        put_b_words(bt + 24u, r.h3);
+    } else if (X_QUADS && l.wide) {
         let bt = l.cn * SK + 32u * l.half;
         put_b4(bt, r.x0);
         put_b4(bt + 4u, r.x1);
@@ -226,7 +268,12 @@ fn main(ids: Ids) {
     l.units = n_units(p.b.ne.x);
     l.bbase = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
     l.cn = lid >> 1u;
-    l.xcol = l.bbase + min(n0 + l.cn, p.b.ne.y - 1u) * p.b.nb.y;
+    let col = min(n0 + l.cn, p.b.ne.y - 1u);
+    if (CAST) {
+        l.xcol = p.b.offset + 16u * l.units * ((i3 * p.b.ne.z + i2) * p.b.ne.y + col);
+    } else {
+        l.xcol = l.bbase + col * p.b.nb.y;
+    }
     l.wide = p.y.w != 0u;
     l.kk = lid & 63u;
     l.cb = lid >> 6u;

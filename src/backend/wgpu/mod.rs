@@ -127,6 +127,10 @@ pub(crate) struct Device {
     /// queue, and wgpu orders each writer before its reader, so one buffer
     /// serves them all.
     scratch: OnceLock<wgpu::Buffer>,
+    /// Activations cast for the cooperative tiled kernel (mul_mm_cast.wgsl),
+    /// grown on demand; the same ordering argument as `scratch` lets every
+    /// product share it.
+    cast_scratch: Mutex<Option<wgpu::Buffer>>,
     /// Whether flash attention may split a step's keys over workgroups
     /// (`WGINFER_FLASH_SPLIT=0` keeps one workgroup per head and query).
     split_keys: bool,
@@ -181,6 +185,34 @@ impl Device {
                 mapped_at_creation: false,
             })
         })
+    }
+
+    /// A buffer of at least `bytes` for cast activations, or `None` when
+    /// it would pass the binding limit or cannot be allocated (the caller
+    /// then takes a path without it). Grows in MiB steps; buffers it
+    /// replaces live on in the bind groups of plans that used them.
+    fn cast_scratch(&self, bytes: u64) -> Option<wgpu::Buffer> {
+        const MIB: u64 = 1 << 20;
+        let size = bytes.max(1).div_ceil(MIB) * MIB;
+        if size > self.gpu.limits.max_storage_buffer_binding_size {
+            return None;
+        }
+        let mut held = self.cast_scratch.lock().ok()?;
+        if let Some(buffer) = held.as_ref().filter(|b| b.size() >= bytes) {
+            return Some(buffer.clone());
+        }
+        let buffer = self
+            .catch(|| {
+                self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("cast activations"),
+                    size,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })
+            })
+            .ok()?;
+        *held = Some(buffer.clone());
+        Some(buffer)
     }
 
     /// Blocks until the queue is idle.
@@ -280,6 +312,7 @@ impl WgpuBackend {
             fuse: std::env::var("WGINFER_FUSION").map_or(true, |v| v.trim() != "0"),
             shader_checks,
             scratch: OnceLock::new(),
+            cast_scratch: Mutex::new(None),
             split_keys: std::env::var("WGINFER_FLASH_SPLIT").map_or(true, |v| v.trim() != "0"),
             fold_activations,
             submit_every,

@@ -8,42 +8,55 @@ use crate::backend::wgpu::kernels::compose;
 #[test]
 fn cooperative_kernels_compile_to_spirv() {
     let mut compiled = 0;
+    let bodies = [
+        (MM_COOP, vec![DType::F32], COOP_ENABLES),
+        (MM_COOP_CAST, vec![DType::F32], COOP_ENABLES),
+        // The cast's source is the activations, of any float type.
+        (MM_CAST, vec![], ""),
+    ];
     for t in DType::ALL {
         let Some(defs) = defs(t) else { continue };
-        let key = KernelKey {
-            name: format!("mul_mm_coop_{t}"),
-            body: MM_COOP,
-            defs,
-            enables: COOP_ENABLES,
-            srcs: vec![t, DType::F32],
-            dst: DType::F32,
-            reduces: true,
-            workgroup: COOP_WG,
-            groups: 1,
-            wide: true,
-        };
-        let source = compose(&key, true, Reduction::Subgroup);
-        let module = naga::front::wgsl::parse_str(&source)
-            .unwrap_or_else(|e| panic!("{t}: {}", e.emit_to_string(&source)));
-        let info = naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::all(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{t}: {e:?}"));
-        let pipeline = naga::back::spv::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: "main".into(),
-        };
-        let words = naga::back::spv::write_vec(
-            &module,
-            &info,
-            &naga::back::spv::Options::default(),
-            Some(&pipeline),
-        )
-        .unwrap_or_else(|e| panic!("{t}: {e}"));
-        assert!(!words.is_empty());
-        compiled += 1;
+        for (body, srcs, enables) in &bodies {
+            let srcs = if srcs.is_empty() {
+                vec![DType::F16]
+            } else {
+                [vec![t], srcs.clone()].concat()
+            };
+            let key = KernelKey {
+                name: format!("mul_mm_coop_{t}"),
+                body,
+                defs,
+                enables,
+                reduces: !enables.is_empty(),
+                workgroup: COOP_WG,
+                groups: 1,
+                wide: !enables.is_empty(),
+                srcs,
+                dst: DType::F32,
+            };
+            let source = compose(&key, true, Reduction::Subgroup);
+            let module = naga::front::wgsl::parse_str(&source)
+                .unwrap_or_else(|e| panic!("{t}: {}", e.emit_to_string(&source)));
+            let info = naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{t}: {e:?}"));
+            let pipeline = naga::back::spv::PipelineOptions {
+                shader_stage: naga::ShaderStage::Compute,
+                entry_point: "main".into(),
+            };
+            let words = naga::back::spv::write_vec(
+                &module,
+                &info,
+                &naga::back::spv::Options::default(),
+                Some(&pipeline),
+            )
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+            assert!(!words.is_empty());
+            compiled += 1;
+        }
     }
-    assert!(compiled >= 10, "{compiled} weight types");
+    assert!(compiled >= 30, "{compiled} kernels");
 }
