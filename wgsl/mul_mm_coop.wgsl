@@ -1,10 +1,12 @@
 // mul_mat, matrix times matrix on cooperative matrices (tensor cores): a
-// workgroup of eight 32-wide subgroups computes a 128 x 128 tile of d,
+// workgroup of eight 32-wide subgroups computes a 128 x TN tile of d (TN
+// 128, or 64 for products of few tiles, which then fill more of the GPU),
 // stepping over K eight 8-value units (64 values) at a time (the last step
 // of a row of an odd number of four-unit groups is half zeros). Each step
 // loads its weights and activations into registers, then decodes and
 // stores them as f16 tiles in workgroup memory; each subgroup multiplies
-// a 32 x 64 block as 2 x 4 16x16x16 products with f32 accumulators. Each
+// a 32 x TN / 2 block as 2 x TN / 32 16x16x16 products with f32
+// accumulators. Each
 // accumulator goes to d through a 16 x 16 scratch of its subgroup, so
 // partial tiles and any strides store like mul_mm's. Every
 // coopLoad/coopStore stride is a literal (naga 30's SPIR-V writer requires
@@ -17,7 +19,10 @@
 // p.x: row tiles, column tiles, a's batch divisors r2 and r3.
 
 const TM: u32 = 128u;
-const TN: u32 = 128u;
+// Units of a step each invocation loads of its activation column, and the
+// invocations that share a column.
+const XU: u32 = TN / 32u;
+const XLANES: u32 = 8u / XU;
 // Row stride of the f16 tiles: 64 values and 8 of padding (144 bytes, a
 // multiple of 16 as cooperative loads want).
 const SK: u32 = 72u;
@@ -68,8 +73,8 @@ struct StepRegs {
 
 // Where an invocation loads from and stores to: weight row `arow` (tile
 // row `ma`), units 4 * half.. of each step; activation column `xcol` (tile
-// column `cn`) at the same units when `wide`, else position `kk` of tile
-// columns cb, cb + 4, ... (scalar loads).
+// column `cn`), units XU * xpart.. of each step (cast or `wide`), else
+// position `kk` of tile columns cb, cb + 4, ... (scalar loads).
 struct Lanes {
     arow: u32,
     ma: u32,
@@ -77,6 +82,7 @@ struct Lanes {
     units: u32,
     xcol: u32,
     cn: u32,
+    xpart: u32,
     wide: bool,
     kk: u32,
     cb: u32,
@@ -118,29 +124,36 @@ fn fetch(l: Lanes, st: u32) -> StepRegs {
         let last = l.units - 1u;
         r.units = UnitQuad(unit_w(l.arow, min(u, last)), unit_w(l.arow, min(u + 1u, last)), unit_w(l.arow, min(u + 2u, last)), unit_w(l.arow, min(u + 3u, last)));
     }
+    let ux = 8u * st + XU * l.xpart;
     if (CAST) {
-        r.h0 = x_cast_unit(l, u);
-        r.h1 = x_cast_unit(l, u + 1u);
-        r.h2 = x_cast_unit(l, u + 2u);
-        r.h3 = x_cast_unit(l, u + 3u);
+        r.h0 = x_cast_unit(l, ux);
+        r.h1 = x_cast_unit(l, ux + 1u);
+        if (XU == 4u) {
+            r.h2 = x_cast_unit(l, ux + 2u);
+            r.h3 = x_cast_unit(l, ux + 3u);
+        }
     } else if (X_QUADS && l.wide) {
-        r.x0 = x_quad_at(l, u, 0u);
-        r.x1 = x_quad_at(l, u, 4u);
-        r.x2 = x_quad_at(l, u + 1u, 0u);
-        r.x3 = x_quad_at(l, u + 1u, 4u);
-        r.x4 = x_quad_at(l, u + 2u, 0u);
-        r.x5 = x_quad_at(l, u + 2u, 4u);
-        r.x6 = x_quad_at(l, u + 3u, 0u);
-        r.x7 = x_quad_at(l, u + 3u, 4u);
+        r.x0 = x_quad_at(l, ux, 0u);
+        r.x1 = x_quad_at(l, ux, 4u);
+        r.x2 = x_quad_at(l, ux + 1u, 0u);
+        r.x3 = x_quad_at(l, ux + 1u, 4u);
+        if (XU == 4u) {
+            r.x4 = x_quad_at(l, ux + 2u, 0u);
+            r.x5 = x_quad_at(l, ux + 2u, 4u);
+            r.x6 = x_quad_at(l, ux + 3u, 0u);
+            r.x7 = x_quad_at(l, ux + 3u, 4u);
+        }
     } else {
         r.x0 = x_scalars(l, st, 0u);
         r.x1 = x_scalars(l, st, 4u);
         r.x2 = x_scalars(l, st, 8u);
         r.x3 = x_scalars(l, st, 12u);
-        r.x4 = x_scalars(l, st, 16u);
-        r.x5 = x_scalars(l, st, 20u);
-        r.x6 = x_scalars(l, st, 24u);
-        r.x7 = x_scalars(l, st, 28u);
+        if (TN == 128u) {
+            r.x4 = x_scalars(l, st, 16u);
+            r.x5 = x_scalars(l, st, 20u);
+            r.x6 = x_scalars(l, st, 24u);
+            r.x7 = x_scalars(l, st, 28u);
+        }
     }
     return r;
 }
@@ -216,31 +229,36 @@ fn store_step(l: Lanes, r: StepRegs, st: u32) {
         put_a(at + 16u, r.units.c2, u + 2u < l.units);
         put_a(at + 24u, r.units.c3, u + 3u < l.units);
     }
+    let bt = l.cn * SK + 8u * XU * l.xpart;
     if (CAST) {
-        let bt = l.cn * SK + 32u * l.half;
         put_b_words(bt, r.h0);
         put_b_words(bt + 8u, r.h1);
-        put_b_words(bt + 16u, r.h2);
-        put_b_words(bt + 24u, r.h3);
+        if (XU == 4u) {
+            put_b_words(bt + 16u, r.h2);
+            put_b_words(bt + 24u, r.h3);
+        }
     } else if (X_QUADS && l.wide) {
-        let bt = l.cn * SK + 32u * l.half;
         put_b4(bt, r.x0);
         put_b4(bt + 4u, r.x1);
         put_b4(bt + 8u, r.x2);
         put_b4(bt + 12u, r.x3);
-        put_b4(bt + 16u, r.x4);
-        put_b4(bt + 20u, r.x5);
-        put_b4(bt + 24u, r.x6);
-        put_b4(bt + 28u, r.x7);
+        if (XU == 4u) {
+            put_b4(bt + 16u, r.x4);
+            put_b4(bt + 20u, r.x5);
+            put_b4(bt + 24u, r.x6);
+            put_b4(bt + 28u, r.x7);
+        }
     } else {
         put_b_scalars(l, 0u, r.x0);
         put_b_scalars(l, 4u, r.x1);
         put_b_scalars(l, 8u, r.x2);
         put_b_scalars(l, 12u, r.x3);
-        put_b_scalars(l, 16u, r.x4);
-        put_b_scalars(l, 20u, r.x5);
-        put_b_scalars(l, 24u, r.x6);
-        put_b_scalars(l, 28u, r.x7);
+        if (TN == 128u) {
+            put_b_scalars(l, 16u, r.x4);
+            put_b_scalars(l, 20u, r.x5);
+            put_b_scalars(l, 24u, r.x6);
+            put_b_scalars(l, 28u, r.x7);
+        }
     }
 }
 
@@ -258,16 +276,18 @@ fn main(ids: Ids) {
     let lid = ids.lid;
 
     // Invocation lid loads units 4 * (lid & 1).. of each step of weight row
-    // lid >> 1 and (vec4 loads) of activation column lid >> 1; or (scalar
-    // loads) position lid & 63 of columns (lid >> 6) + 4j. Rows and
-    // columns past the end read the last one and are not stored.
+    // lid >> 1, and units XU * (lid % XLANES).. of activation column
+    // lid / XLANES (cast or vec4 loads); or (scalar loads) position lid & 63
+    // of columns (lid >> 6) + 4j. Rows and columns past the end read the
+    // last one and are not stored.
     var l: Lanes;
     l.ma = lid >> 1u;
     l.half = lid & 1u;
     l.arow = addr(p.a, vec4<u32>(0u, min(m0 + l.ma, p.a.ne.y - 1u), i2 / p.x.z, i3 / p.x.w));
     l.units = n_units(p.b.ne.x);
     l.bbase = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
-    l.cn = lid >> 1u;
+    l.cn = lid / XLANES;
+    l.xpart = lid % XLANES;
     let col = min(n0 + l.cn, p.b.ne.y - 1u);
     if (CAST) {
         l.xcol = p.b.offset + 16u * l.units * ((i3 * p.b.ne.z + i2) * p.b.ne.y + col);
@@ -279,9 +299,9 @@ fn main(ids: Ids) {
     l.cb = lid >> 6u;
     l.n0 = n0;
 
-    // This subgroup's 32 x 64 block.
+    // This subgroup's 32 x TN / 2 block (c*2 and c*3 only when TN is 128).
     let r0 = 32u * (ids.sgid & 3u);
-    let c0 = 64u * (ids.sgid >> 2u);
+    let c0 = TN / 2u * (ids.sgid >> 2u);
     var c00: coop_mat16x16<f32, C>;
     var c01: coop_mat16x16<f32, C>;
     var c02: coop_mat16x16<f32, C>;
@@ -300,16 +320,18 @@ fn main(ids: Ids) {
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&ta[(r0 + 16u) * SK + h], 72u);
             let b0 = coopLoad<coop_mat16x16<f16, B>>(&tb[c0 * SK + h], 72u);
             let b1 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 16u) * SK + h], 72u);
-            let b2 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 32u) * SK + h], 72u);
-            let b3 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 48u) * SK + h], 72u);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
-            c02 = coopMultiplyAdd(a0, b2, c02);
-            c03 = coopMultiplyAdd(a0, b3, c03);
             c10 = coopMultiplyAdd(a1, b0, c10);
             c11 = coopMultiplyAdd(a1, b1, c11);
-            c12 = coopMultiplyAdd(a1, b2, c12);
-            c13 = coopMultiplyAdd(a1, b3, c13);
+            if (TN == 128u) {
+                let b2 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 32u) * SK + h], 72u);
+                let b3 = coopLoad<coop_mat16x16<f16, B>>(&tb[(c0 + 48u) * SK + h], 72u);
+                c02 = coopMultiplyAdd(a0, b2, c02);
+                c03 = coopMultiplyAdd(a0, b3, c03);
+                c12 = coopMultiplyAdd(a1, b2, c12);
+                c13 = coopMultiplyAdd(a1, b3, c13);
+            }
         }
         workgroupBarrier();
     }
@@ -318,10 +340,12 @@ fn main(ids: Ids) {
     let n = n0 + c0;
     store_block(c00, ids, m, n, i2, i3, live);
     store_block(c01, ids, m, n + 16u, i2, i3, live);
-    store_block(c02, ids, m, n + 32u, i2, i3, live);
-    store_block(c03, ids, m, n + 48u, i2, i3, live);
     store_block(c10, ids, m + 16u, n, i2, i3, live);
     store_block(c11, ids, m + 16u, n + 16u, i2, i3, live);
-    store_block(c12, ids, m + 16u, n + 32u, i2, i3, live);
-    store_block(c13, ids, m + 16u, n + 48u, i2, i3, live);
+    if (TN == 128u) {
+        store_block(c02, ids, m, n + 32u, i2, i3, live);
+        store_block(c03, ids, m, n + 48u, i2, i3, live);
+        store_block(c12, ids, m + 16u, n + 32u, i2, i3, live);
+        store_block(c13, ids, m + 16u, n + 48u, i2, i3, live);
+    }
 }

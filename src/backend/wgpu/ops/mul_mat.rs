@@ -239,12 +239,50 @@ const COOP_ENABLES: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 /// measured faster than 64 x 64 ones on every llama shape on an H200 but
 /// the 135M one, where they lose 10%), eight subgroups of 32, the f16 tiles,
 /// the subgroups' result scratch and the reduction scratch.
-const MM_COOP: &[&str] = &[QUANT, MM_TILES, "const CAST: bool = false;\n", COOP];
-/// The cooperative kernel reading activations cast by `MM_CAST` first.
-const MM_COOP_CAST: &[&str] = &[QUANT, MM_TILES, "const CAST: bool = true;\n", COOP];
+macro_rules! coop_body {
+    ($cast:literal, $tn:literal) => {
+        &[
+            QUANT,
+            concat!(
+                "const CAST: bool = ",
+                $cast,
+                ";\nconst TN: u32 = ",
+                $tn,
+                "u;\n"
+            ),
+            MM_TILES,
+            COOP,
+        ]
+    };
+}
+/// The cooperative kernel by [cast][narrow]: reading activations cast by
+/// `MM_CAST` first or as they are, in tiles of 128 or 64 columns.
+const MM_COOP: [[&[&str]; 2]; 2] = [
+    [coop_body!("false", "128"), coop_body!("false", "64")],
+    [coop_body!("true", "128"), coop_body!("true", "64")],
+];
 const MM_CAST: &[&str] = &[QUANT, include_str!("../../../../wgsl/mul_mm_cast.wgsl")];
 const CAST_WG: u32 = 256;
 const COOP_TILE: usize = 128;
+/// Products with fewer 128 x 128 tiles than this take 128 x 64 ones, so
+/// that their workgroups fill more of the GPU; narrow tiles decode each
+/// weight for half as many columns, so only small products gain (on an
+/// H100, pp512 of the 135M shape 45-47k -> 50-51k tok/s with every
+/// product narrow, the 1B shape's unchanged below 264 tiles, the 8B
+/// shape's 6,500-6,600 -> 5,470 with its 128- and 192-tile products narrow).
+const COOP_NARROW_BELOW: usize = 128;
+
+/// [`COOP_NARROW_BELOW`], or `WGINFER_COOP_NARROW_BELOW` (a tile count),
+/// for tuning on new devices.
+fn coop_narrow_below() -> usize {
+    static BELOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BELOW.get_or_init(|| {
+        std::env::var("WGINFER_COOP_NARROW_BELOW")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(COOP_NARROW_BELOW)
+    })
+}
 const COOP_WG: u32 = 256;
 const COOP_SHARED: u32 = 2 * 128 * 72 * 2 + 8 * 256 * 4 + COOP_WG * 4;
 
@@ -330,7 +368,7 @@ enum Kind {
     /// The tiled mat-mat kernel.
     Tiled,
     /// The tiled kernel on cooperative matrices.
-    Coop,
+    Coop { narrow: bool },
 }
 
 /// Workgroups of the chosen kernel and its `p.x` words, or `None` when the
@@ -354,7 +392,14 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
         _ => (u32::try_from(b2 / a2).ok()?, u32::try_from(b3 / a3).ok()?),
     };
     let kind = if n > VEC_MAX_COLS && coop_fits(dev) {
-        Kind::Coop
+        let tiles = m
+            .div_ceil(COOP_TILE)
+            .saturating_mul(n.div_ceil(COOP_TILE))
+            .saturating_mul(b2)
+            .saturating_mul(b3);
+        Kind::Coop {
+            narrow: tiles < coop_narrow_below(),
+        }
     } else if n > VEC_MAX_COLS && tiles_fit(dev) {
         Kind::Tiled
     } else {
@@ -363,7 +408,10 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
     };
     let (gm, gn) = match kind {
         Kind::Tiled => (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE)),
-        Kind::Coop => (m.div_ceil(COOP_TILE), n.div_ceil(COOP_TILE)),
+        Kind::Coop { narrow } => (
+            m.div_ceil(COOP_TILE),
+            n.div_ceil(if narrow { COOP_TILE / 2 } else { COOP_TILE }),
+        ),
         Kind::Vec(i) => {
             let (_, groups) = vec_shape(dev, la.dtype, la.ne[0]);
             (
@@ -530,6 +578,10 @@ fn cast_activations(
     bindings: &mut [Binding],
     params: &mut Params,
 ) -> Result<Option<Dispatch>> {
+    // `WGINFER_COOP_CAST=0` keeps the activations as they are, to compare.
+    if std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0") {
+        return Ok(None);
+    }
     let lb = enc.graph.layout(b);
     let columns = lb.ne[1..].iter().product::<usize>();
     // At least the decoder's units of a row (exactly, for float rows).
@@ -690,12 +742,21 @@ fn encode_product(
         Kind::Tiled if residual.is_none() && prologue == Prologue::None => {
             key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG)
         }
-        Kind::Coop if residual.is_none() && prologue == Prologue::None => {
+        Kind::Coop { narrow } if residual.is_none() && prologue == Prologue::None => {
+            let narrow = usize::from(narrow);
             if let Some(cast) = cast_activations(enc, a, b, defs, &mut bindings, &mut params)? {
                 let coop = KernelKey {
                     enables: COOP_ENABLES,
                     wide: true,
-                    ..key(enc, "mul_mm_coop", &srcs, MM_COOP_CAST, defs, true, COOP_WG)
+                    ..key(
+                        enc,
+                        "mul_mm_coop",
+                        &srcs,
+                        MM_COOP[1][narrow],
+                        defs,
+                        true,
+                        COOP_WG,
+                    )
                 };
                 let mut out = vec![cast];
                 out.extend(dispatch(enc, coop, bindings, srcs.len(), params, count));
@@ -705,10 +766,18 @@ fn encode_product(
                 enables: COOP_ENABLES,
                 // Activations load through vec4 views where aligned (p.y.w).
                 wide: true,
-                ..key(enc, "mul_mm_coop", &srcs, MM_COOP, defs, true, COOP_WG)
+                ..key(
+                    enc,
+                    "mul_mm_coop",
+                    &srcs,
+                    MM_COOP[0][narrow],
+                    defs,
+                    true,
+                    COOP_WG,
+                )
             }
         }
-        Kind::Tiled | Kind::Coop => {
+        Kind::Tiled | Kind::Coop { .. } => {
             return Err(enc
                 .device
                 .error("a residual add or a norm is fused only into the mat-vec kernel"))

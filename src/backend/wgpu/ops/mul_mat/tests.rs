@@ -9,8 +9,10 @@ use crate::backend::wgpu::kernels::compose;
 fn cooperative_kernels_compile_to_spirv() {
     let mut compiled = 0;
     let bodies = [
-        (MM_COOP, vec![DType::F32], COOP_ENABLES),
-        (MM_COOP_CAST, vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[0][0], vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[0][1], vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[1][0], vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[1][1], vec![DType::F32], COOP_ENABLES),
         // The cast's source is the activations, of any float type.
         (MM_CAST, vec![], ""),
     ];
@@ -58,5 +60,5 @@ fn cooperative_kernels_compile_to_spirv() {
             compiled += 1;
         }
     }
-    assert!(compiled >= 30, "{compiled} kernels");
+    assert!(compiled >= 50, "{compiled} kernels");
 }
