@@ -577,25 +577,20 @@ fn cast_activations(
     defs: &'static str,
     bindings: &mut [Binding],
     params: &mut Params,
-) -> Result<Option<Dispatch>> {
+) -> Option<Dispatch> {
     // `WGINFER_COOP_CAST=0` keeps the activations as they are, to compare.
     if std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0") {
-        return Ok(None);
+        return None;
     }
     let lb = enc.graph.layout(b);
     let columns = lb.ne[1..].iter().product::<usize>();
     // At least the decoder's units of a row (exactly, for float rows).
     let units = super::decoders::units_per_row(lb.ne[0]);
-    let Some(invocations) = units
+    let invocations = units
         .checked_mul(columns)
-        .filter(|&n| n <= u32::MAX as usize)
-    else {
-        return Ok(None);
-    };
+        .filter(|&n| n <= u32::MAX as usize)?;
     let bytes = invocations as u64 * 16;
-    let Some(buffer) = enc.device.cast_scratch(bytes) else {
-        return Ok(None);
-    };
+    let buffer = enc.device.cast_scratch(bytes)?;
     let scratch = Binding {
         buffer,
         offset: 0,
@@ -616,7 +611,7 @@ fn cast_activations(
     };
     bindings[1] = scratch;
     params.b.offset = 0;
-    Ok(Some(cast))
+    Some(cast)
 }
 
 /// Whether the mat-vec may load its activations four at a time (`p.y.w`):
@@ -744,7 +739,7 @@ fn encode_product(
         }
         Kind::Coop { narrow } if residual.is_none() && prologue == Prologue::None => {
             let narrow = usize::from(narrow);
-            if let Some(cast) = cast_activations(enc, a, b, defs, &mut bindings, &mut params)? {
+            if let Some(cast) = cast_activations(enc, a, b, defs, &mut bindings, &mut params) {
                 let coop = KernelKey {
                     enables: COOP_ENABLES,
                     wide: true,
