@@ -9,7 +9,8 @@
 //! `tests/data/llamacpp/families/` (made by scripts/make-family-fixture.sh).
 //! Then llama with each quantized weight type (`tiny:q5_0`,
 //! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
-//! `tiny@qwen3moe`, `tiny@granitemoe`), the same way.
+//! `tiny@qwen3moe`, `tiny@granitemoe`, `tiny@olmoe`, `tiny@qwen2moe`), the
+//! same way.
 
 mod fixtures;
 
@@ -202,6 +203,20 @@ fn qwen3moe_matches_llama_cpp() {
 #[test]
 fn granitemoe_matches_llama_cpp() {
     on_every_backend("tiny@granitemoe");
+}
+
+/// OLMoE: experts weighted by their probabilities over every expert (not
+/// renormalized), and q/k norms over the whole projections.
+#[test]
+fn olmoe_matches_llama_cpp() {
+    on_every_backend("tiny@olmoe");
+}
+
+/// Qwen 2 MoE: Qwen 2's biases, experts not renormalized, and a shared
+/// expert scaled by the sigmoid of its gate.
+#[test]
+fn qwen2moe_matches_llama_cpp() {
+    on_every_backend("tiny@qwen2moe");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

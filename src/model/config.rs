@@ -53,6 +53,16 @@ pub enum Family {
     /// a mixture-of-experts feed-forward and, where the file has one, a
     /// shared expert every token also goes through.
     GraniteMoe,
+    /// llama.cpp's `olmoe` graph (OLMoE): llama's, with neox rope, RMS
+    /// norms over the whole q and k projections before the heads split, and
+    /// a mixture-of-experts feed-forward whose chosen probabilities are not
+    /// renormalized.
+    Olmoe,
+    /// llama.cpp's `qwen2moe` graph (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen 2's,
+    /// with a mixture-of-experts feed-forward whose chosen probabilities are
+    /// not renormalized, plus a shared expert scaled per token by the
+    /// sigmoid of its own gate (`ffn_gate_inp_shexp`).
+    Qwen2Moe,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -68,6 +78,8 @@ const FAMILIES: &[(&str, Family)] = &[
     ("mistral3", Family::Mistral3),
     ("granite", Family::Granite),
     ("granitemoe", Family::GraniteMoe),
+    ("olmoe", Family::Olmoe),
+    ("qwen2moe", Family::Qwen2Moe),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -84,6 +96,8 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "mistral3",
     "granite",
     "granitemoe",
+    "olmoe",
+    "qwen2moe",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
@@ -167,8 +181,8 @@ pub struct ModelConfig {
 
 /// A mixture-of-experts feed-forward, as llama.cpp's `build_moe_ffn` with
 /// a softmax gate: each token's `n_used` most probable experts (by the
-/// router `ffn_gate_inp`), their SwiGLU outputs summed with their
-/// probabilities renormalized to sum to 1.
+/// router `ffn_gate_inp`), their SwiGLU outputs summed weighted by their
+/// probabilities, renormalized to sum to 1 where `norm_weights`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Experts {
     /// Experts per layer (`{arch}.expert_count`).
@@ -182,21 +196,32 @@ pub struct Experts {
     /// through, added to the chosen experts' sum (Granite MoE's
     /// `expert_shared_feed_forward_length`, `ffn_*_shexp`); 0 for none.
     pub n_ff_shared: usize,
+    /// Whether the chosen experts' probabilities are scaled to sum to 1
+    /// (llama.cpp's `norm_w`: Mixtral, Qwen 3 MoE, Granite MoE) or kept as
+    /// the softmax over every expert gave them (OLMoE, Qwen 2 MoE).
+    pub norm_weights: bool,
+    /// Whether the shared expert's output is scaled per token by the
+    /// sigmoid of `ffn_gate_inp_shexp` times the input (Qwen 2 MoE).
+    pub shared_gate: bool,
 }
 
 /// The experts of a file whose `{arch}.expert_count` is above 0 (llama,
-/// Qwen 3 MoE and Granite MoE; other families' experts are an error).
+/// Qwen 3 MoE, Granite MoE, OLMoE and Qwen 2 MoE; other families' experts
+/// are an error).
 fn experts(g: &Gguf, arch: &str, family: Family, n_ff: usize) -> Result<Option<Experts>> {
     let key = |s: &str| format!("{arch}.{s}");
     let n_expert = g.opt_usize(&key("expert_count"))?.unwrap_or(0);
-    let moe_only = matches!(family, Family::Qwen3Moe | Family::GraniteMoe);
+    let moe_only = matches!(
+        family,
+        Family::Qwen3Moe | Family::GraniteMoe | Family::Olmoe | Family::Qwen2Moe
+    );
     let moe_family = moe_only || family == Family::Llama;
     match (n_expert, moe_family) {
         (0, _) if moe_only => return Err(Error::invalid(format!("{arch}: expert_count is 0"))),
         (0, _) => return Ok(None),
         (_, false) => {
             return Err(Error::invalid(format!(
-                "{arch}: mixtures of experts are supported for llama, qwen3moe and granitemoe only"
+                "{arch}: mixtures of experts are supported for llama, qwen3moe, granitemoe, olmoe and qwen2moe only"
             )))
         }
         _ => {}
@@ -208,26 +233,34 @@ fn experts(g: &Gguf, arch: &str, family: Family, n_ff: usize) -> Result<Option<E
             "{arch}: {n_used} experts used of {n_expert}: expected 1 to half of them"
         )));
     }
-    let n_ff = match family {
-        Family::Qwen3Moe => g
+    let n_ff_expert = match family {
+        Family::Qwen3Moe | Family::Qwen2Moe => g
             .opt_usize(&key("expert_feed_forward_length"))?
             .unwrap_or(n_ff / n_used),
         _ => n_ff,
     };
-    if n_ff == 0 {
+    if n_ff_expert == 0 {
         return Err(Error::invalid(format!("{arch}: the experts' width is 0")));
     }
     let n_ff_shared = match family {
         Family::GraniteMoe => g
             .opt_usize(&key("expert_shared_feed_forward_length"))?
             .unwrap_or(0),
+        // Qwen 2 MoE always has one, as wide as the feed-forward unless
+        // the file says otherwise.
+        Family::Qwen2Moe => g
+            .opt_usize(&key("expert_shared_feed_forward_length"))?
+            .filter(|&w| w > 0)
+            .unwrap_or(n_ff),
         _ => 0,
     };
     Ok(Some(Experts {
         n_expert,
         n_used,
-        n_ff,
+        n_ff: n_ff_expert,
         n_ff_shared,
+        norm_weights: !matches!(family, Family::Olmoe | Family::Qwen2Moe),
+        shared_gate: family == Family::Qwen2Moe,
     }))
 }
 
@@ -360,6 +393,8 @@ impl ModelConfig {
             | Family::Qwen2
             | Family::Qwen3
             | Family::Qwen3Moe
+            | Family::Olmoe
+            | Family::Qwen2Moe
             | Family::Phi3 => RopeMode::Neox,
         };
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
@@ -501,6 +536,12 @@ impl ModelConfig {
             true => self.rope_swa,
             false => self.rope,
         }
+    }
+
+    /// Whether the q and k projections are rms-normed whole, before the
+    /// heads split (`attn_q_norm`, `attn_k_norm` of their full widths).
+    pub fn has_full_qk_norm(&self) -> bool {
+        self.family == Family::Olmoe
     }
 
     /// Whether queries and keys are rms-normed per head before rope

@@ -372,6 +372,13 @@ pub fn build(
             }
             false => project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], cur, home)?,
         };
+        let (q, k) = match c.has_full_qk_norm() {
+            true => (
+                norm(&mut g, q, il, "attn_q_norm")?,
+                norm(&mut g, k, il, "attn_k_norm")?,
+            ),
+            false => (q, k),
+        };
         // Heads of each token; the products may be views of a joined one.
         let heads = |g: &mut Graph, t: TensorId, n_heads: usize| {
             let row = g.layout(t).nb[1];
@@ -474,7 +481,10 @@ pub fn build(
             Some(e) if e.n_ff_shared > 0 => {
                 let routed = experts::moe_ffn(&mut g, w, e, il, cur)?;
                 let names = ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"];
-                let shared = gated_ffn(&mut g, c, w, il, names, cur, home)?;
+                let mut shared = gated_ffn(&mut g, c, w, il, names, cur, home)?;
+                if e.shared_gate {
+                    shared = experts::gate_shared(&mut g, w, il, cur, shared)?;
+                }
                 g.add(routed, shared)?
             }
             Some(e) => experts::moe_ffn(&mut g, w, e, il, cur)?,

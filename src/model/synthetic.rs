@@ -51,6 +51,16 @@ pub enum SyntheticArch {
     /// `granitemoe`: Granite's scales with 8 experts of the feed-forward's
     /// width, 2 used per token, and a shared expert of half that width.
     GraniteMoe,
+    /// `olmoe`: 8 experts of the feed-forward's width, 2 used per token,
+    /// weights not renormalized, whole-projection q/k norms, neox rope, as
+    /// many key/value heads as query heads (OLMoE's k norm spans
+    /// `n_embd`) and an output matrix of its own.
+    Olmoe,
+    /// `qwen2moe`: Qwen 2's biases with 8 experts of half the
+    /// feed-forward's width, 2 used per token, weights not renormalized, a
+    /// sigmoid-gated shared expert of half that width and an output matrix
+    /// of its own.
+    Qwen2Moe,
 }
 
 /// Experts per layer and per token of the synthetic mixtures of experts
@@ -191,7 +201,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -229,12 +239,17 @@ impl SyntheticLlama {
             Some("mixtral") => SyntheticArch::Mixtral,
             Some("qwen3moe") => SyntheticArch::Qwen3Moe,
             Some("granitemoe") => SyntheticArch::GraniteMoe,
+            Some("olmoe") => SyntheticArch::Olmoe,
+            Some("qwen2moe") => SyntheticArch::Qwen2Moe,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral, qwen3moe or granitemoe"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral, qwen3moe, granitemoe, olmoe or qwen2moe"
             )))
             }
         };
+        if spec.arch == SyntheticArch::Olmoe {
+            spec.n_head_kv = spec.n_head;
+        }
         if let Some(t) = weights {
             spec.weight_type = DType::from_name(t)
                 .filter(|d| *d != DType::I32)
@@ -275,6 +290,8 @@ impl SyntheticLlama {
             SyntheticArch::Gemma2 => "gemma2",
             SyntheticArch::Qwen3Moe => "qwen3moe",
             SyntheticArch::GraniteMoe => "granitemoe",
+            SyntheticArch::Olmoe => "olmoe",
+            SyntheticArch::Qwen2Moe => "qwen2moe",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -293,17 +310,22 @@ impl SyntheticLlama {
         }
         let (n_expert, n_used) = self.experts;
         let n_ff_expert = match self.arch {
-            SyntheticArch::Mixtral | SyntheticArch::GraniteMoe => Some(self.n_ff),
-            SyntheticArch::Qwen3Moe => Some(self.n_ff / 2),
+            SyntheticArch::Mixtral | SyntheticArch::GraniteMoe | SyntheticArch::Olmoe => {
+                Some(self.n_ff)
+            }
+            SyntheticArch::Qwen3Moe | SyntheticArch::Qwen2Moe => Some(self.n_ff / 2),
             _ => None,
         };
         if let Some(width) = n_ff_expert {
             w.add(key("expert_count"), n_expert as u32)
                 .add(key("expert_used_count"), n_used as u32);
-            if self.arch == SyntheticArch::Qwen3Moe {
+            if matches!(self.arch, SyntheticArch::Qwen3Moe | SyntheticArch::Qwen2Moe) {
                 w.add(key("expert_feed_forward_length"), width as u32);
             }
-            if self.arch == SyntheticArch::GraniteMoe {
+            if matches!(
+                self.arch,
+                SyntheticArch::GraniteMoe | SyntheticArch::Qwen2Moe
+            ) {
                 w.add(
                     key("expert_shared_feed_forward_length"),
                     (self.n_ff / 2) as u32,
@@ -377,6 +399,14 @@ impl SyntheticLlama {
         let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
         let values = |n: usize, lo: f32, hi: f32| f32_bytes(&next_rng().vec(n, lo, hi));
         w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
+        if matches!(self.arch, SyntheticArch::Olmoe | SyntheticArch::Qwen2Moe) {
+            matrix(
+                &mut w,
+                "output.weight".into(),
+                self.embd_type,
+                [e, self.n_vocab],
+            )?;
+        }
         // Slower rotations for the low frequencies, as Llama 3.1's and
         // LongRoPE's factors (1 for the fastest pairs up to `top` for the
         // slowest).
@@ -433,7 +463,18 @@ impl SyntheticLlama {
                 stack("ffn_gate_exps", [e, x])?;
                 stack("ffn_up_exps", [e, x])?;
                 stack("ffn_down_exps", [x, e])?;
-                if self.arch == SyntheticArch::GraniteMoe {
+                if self.arch == SyntheticArch::Qwen2Moe {
+                    w.add_tensor(
+                        name("ffn_gate_inp_shexp"),
+                        DType::F32,
+                        &[e],
+                        values(e, -0.5, 0.5),
+                    )?;
+                }
+                if matches!(
+                    self.arch,
+                    SyntheticArch::GraniteMoe | SyntheticArch::Qwen2Moe
+                ) {
                     matrix(&mut w, name("ffn_gate_shexp"), t, [e, ff / 2])?;
                     matrix(&mut w, name("ffn_up_shexp"), t, [e, ff / 2])?;
                     matrix(&mut w, name("ffn_down_shexp"), t, [ff / 2, e])?;
@@ -448,7 +489,7 @@ impl SyntheticLlama {
             }
             let bias = |s: &str| format!("blk.{il}.{s}.bias");
             match self.arch {
-                SyntheticArch::Qwen2 => {
+                SyntheticArch::Qwen2 | SyntheticArch::Qwen2Moe => {
                     for (m, n) in [("attn_q", e), ("attn_k", kv), ("attn_v", kv)] {
                         w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
                     }
@@ -457,6 +498,10 @@ impl SyntheticLlama {
                     for m in ["attn_q_norm", "attn_k_norm"] {
                         w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
                     }
+                }
+                SyntheticArch::Olmoe => {
+                    w.add_tensor(name("attn_q_norm"), DType::F32, &[e], values(e, 0.5, 1.5))?;
+                    w.add_tensor(name("attn_k_norm"), DType::F32, &[kv], values(kv, 0.5, 1.5))?;
                 }
                 SyntheticArch::Gemma2 => {
                     for m in ["post_attention_norm", "post_ffw_norm"] {

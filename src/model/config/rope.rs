@@ -28,6 +28,8 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::Qwen2
         | Family::Qwen3
         | Family::Qwen3Moe
+        | Family::Olmoe
+        | Family::Qwen2Moe
         | Family::SmolLM3 => &[],
     };
     let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];

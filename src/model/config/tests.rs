@@ -279,6 +279,8 @@ fn reads_mixtures_of_experts() {
             n_used: 2,
             n_ff,
             n_ff_shared: 0,
+            norm_weights: true,
+            shared_gate: false,
         })
     };
     assert_eq!(experts("llama", &counts).unwrap(), want(128));
@@ -298,10 +300,33 @@ fn reads_mixtures_of_experts() {
         .unwrap()
         .map(|x| (x.n_ff, x.n_ff_shared));
     assert_eq!(shared, Some((128, 32)));
+    // OLMoE: the feed-forward's width, weights not renormalized, neox rope
+    // and whole-projection q/k norms.
+    let c = ModelConfig::from_gguf(&meta_of("olmoe", &counts, "")).unwrap();
+    let olmoe = Experts {
+        norm_weights: false,
+        ..want(128).unwrap()
+    };
+    assert_eq!((c.experts, c.rope.mode), (Some(olmoe), RopeMode::Neox));
+    assert!(c.has_full_qk_norm() && !c.has_qk_norm());
+    assert!(experts("olmoe", &[]).is_err());
+    // Qwen 2 MoE: Qwen 3 MoE's widths, a gated shared expert as wide as
+    // the feed-forward unless the file says, weights not renormalized.
+    let c = ModelConfig::from_gguf(&meta_of("qwen2moe", &counts, "")).unwrap();
+    let qwen2 = Experts {
+        n_ff_shared: 128,
+        norm_weights: false,
+        shared_gate: true,
+        ..want(64).unwrap()
+    };
+    assert_eq!((c.experts, c.rope.mode), (Some(qwen2), RopeMode::Neox));
     // Errors: experts where no graph has them, none where they are needed,
     // more used than top-k picks.
     let e = experts("gemma3", &counts).unwrap_err().to_string();
-    assert!(e.contains("llama, qwen3moe and granitemoe"), "{e}");
+    assert!(
+        e.contains("llama, qwen3moe, granitemoe, olmoe and qwen2moe"),
+        "{e}"
+    );
     assert!(experts("qwen3moe", &[]).is_err());
     for used in [0, 5] {
         let bad = [

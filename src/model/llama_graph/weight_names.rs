@@ -58,6 +58,9 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
                     blk("ffn_down_exps", vec![x.n_ff, e, x.n_expert]),
                 ]);
                 let shared = x.n_ff_shared;
+                if x.shared_gate {
+                    out.push(blk("ffn_gate_inp_shexp", vec![e]));
+                }
                 if shared > 0 {
                     out.extend([
                         blk("ffn_gate_shexp", vec![e, shared]),
@@ -77,6 +80,9 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
         }
         if c.has_qk_norm() {
             out.extend([blk("attn_q_norm", vec![hd]), blk("attn_k_norm", vec![hd])]);
+        }
+        if c.has_full_qk_norm() {
+            out.extend([blk("attn_q_norm", vec![q]), blk("attn_k_norm", vec![kv])]);
         }
         if c.has_post_norms() {
             out.extend([
