@@ -738,39 +738,20 @@ fn encode_product(
             key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG)
         }
         Kind::Coop { narrow } if residual.is_none() && prologue == Prologue::None => {
-            let narrow = usize::from(narrow);
-            if let Some(cast) = cast_activations(enc, a, b, defs, &mut bindings, &mut params) {
-                let coop = KernelKey {
-                    enables: COOP_ENABLES,
-                    wide: true,
-                    ..key(
-                        enc,
-                        "mul_mm_coop",
-                        &srcs,
-                        MM_COOP[1][narrow],
-                        defs,
-                        true,
-                        COOP_WG,
-                    )
-                };
+            let cast = cast_activations(enc, a, b, defs, &mut bindings, &mut params);
+            let body = MM_COOP[usize::from(cast.is_some())][usize::from(narrow)];
+            let coop = KernelKey {
+                enables: COOP_ENABLES,
+                // Activations load through vec4 views (cast, or where aligned: p.y.w).
+                wide: true,
+                ..key(enc, "mul_mm_coop", &srcs, body, defs, true, COOP_WG)
+            };
+            if let Some(cast) = cast {
                 let mut out = vec![cast];
                 out.extend(dispatch(enc, coop, bindings, srcs.len(), params, count));
                 return Ok(out);
             }
-            KernelKey {
-                enables: COOP_ENABLES,
-                // Activations load through vec4 views where aligned (p.y.w).
-                wide: true,
-                ..key(
-                    enc,
-                    "mul_mm_coop",
-                    &srcs,
-                    MM_COOP[0][narrow],
-                    defs,
-                    true,
-                    COOP_WG,
-                )
-            }
+            coop
         }
         Kind::Tiled | Kind::Coop { .. } => {
             return Err(enc
