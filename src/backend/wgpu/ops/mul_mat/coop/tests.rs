@@ -1,5 +1,8 @@
 use super::*;
 use crate::backend::wgpu::kernels::compose;
+use crate::backend::wgpu::kernels::KernelKey;
+use crate::backend::wgpu::ops::decoders::defs;
+use crate::DType;
 
 /// Every cooperative kernel goes through naga's WGSL parser, validator
 /// and SPIR-V writer, which panics on strides that are not literals:
