@@ -4,11 +4,10 @@
 // stepping over K eight 8-value units (64 values) at a time (the last step
 // of a row of an odd number of four-unit groups is half zeros). Each step
 // loads its weights and activations into registers, then decodes and
-// stores them as f16 tiles in workgroup memory; each subgroup multiplies
-// a 32 x TN / 2 block as 2 x TN / 32 16x16x16 products with f32
-// accumulators. Each
-// accumulator goes to d through a 16 x 16 scratch of its subgroup, so
-// partial tiles and any strides store like mul_mm's. Every
+// stores them as f16 tiles in workgroup memory; each subgroup multiplies a
+// 32 x TN / 2 block as 2 x TN / 32 16x16x16 products with f32
+// accumulators. Each accumulator goes to d through a 16 x 16 scratch of its
+// subgroup, so partial tiles and any strides store like mul_mm's. Every
 // coopLoad/coopStore stride is a literal (naga 30's SPIR-V writer requires
 // it); cooperative operations sit in uniform control flow.
 // With CAST, `b` holds the activations as mul_mm_cast.wgsl wrote them (f16,
@@ -51,8 +50,8 @@ fn store_block(c: coop_mat16x16<f32, C>, ids: Ids, m: u32, n: u32, i2: u32, i3: 
 }
 
 // One invocation's share of a step, from its loads to its stores into the
-// tiles: four 8-value units of one weight row (a block
-// type's quad as loaded, or a float row's four units) and 32 activations.
+// tiles: four 8-value units of one weight row (a block type's quad as
+// loaded, or a float row's four units) and its activations (8 XU values).
 struct StepRegs {
     quad: Quad,
     units: UnitQuad,
