@@ -10,7 +10,7 @@
 //! Then llama with each quantized weight type (`tiny:q5_0`,
 //! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
 //! `tiny@qwen3moe`, `tiny@granitemoe`, `tiny@olmoe`, `tiny@qwen2moe`), the
-//! same way.
+//! same way, and OLMo 2 (`tiny@olmo2`).
 
 mod fixtures;
 
@@ -217,6 +217,13 @@ fn olmoe_matches_llama_cpp() {
 #[test]
 fn qwen2moe_matches_llama_cpp() {
     on_every_backend("tiny@qwen2moe");
+}
+
+/// OLMo 2: norms after attention and the feed-forward, none before, and
+/// q/k norms over the whole projections.
+#[test]
+fn olmo2_matches_llama_cpp() {
+    on_every_backend("tiny@olmo2");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

@@ -63,6 +63,11 @@ pub enum Family {
     /// not renormalized, plus a shared expert scaled per token by the
     /// sigmoid of its own gate (`ffn_gate_inp_shexp`).
     Qwen2Moe,
+    /// llama.cpp's `olmo2` graph (OLMo 2): llama's with neox rope, no norms
+    /// before attention and the feed-forward but RMS norms after each
+    /// (before the residual adds), and RMS norms over the whole q and k
+    /// projections; the sliding-window variant (OLMo 3) is not supported.
+    Olmo2,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -80,6 +85,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("granitemoe", Family::GraniteMoe),
     ("olmoe", Family::Olmoe),
     ("qwen2moe", Family::Qwen2Moe),
+    ("olmo2", Family::Olmo2),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -98,6 +104,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "granitemoe",
     "olmoe",
     "qwen2moe",
+    "olmo2",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
@@ -395,6 +402,7 @@ impl ModelConfig {
             | Family::Qwen3Moe
             | Family::Olmoe
             | Family::Qwen2Moe
+            | Family::Olmo2
             | Family::Phi3 => RopeMode::Neox,
         };
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
@@ -413,6 +421,11 @@ impl ModelConfig {
         };
         // Only the Gemmas' windows are read (llama.cpp turns Phi-3's off).
         let window = g.opt_usize(&key("attention.sliding_window"))?;
+        if family == Family::Olmo2 && window.is_some_and(|w| w > 0) {
+            return Err(Error::invalid(format!(
+                "{arch}: sliding-window attention (OLMo 3) is not supported"
+            )));
+        }
         let (n_swa, swa_period) = match family {
             Family::Gemma3 => (window.unwrap_or(0), GEMMA3_SWA_PERIOD),
             Family::Gemma2 => (window.unwrap_or(GEMMA2_SWA_DEFAULT), GEMMA2_SWA_PERIOD),
@@ -541,7 +554,22 @@ impl ModelConfig {
     /// Whether the q and k projections are rms-normed whole, before the
     /// heads split (`attn_q_norm`, `attn_k_norm` of their full widths).
     pub fn has_full_qk_norm(&self) -> bool {
-        self.family == Family::Olmoe
+        matches!(self.family, Family::Olmoe | Family::Olmo2)
+    }
+
+    /// Whether attention and the feed-forward read their input rms-normed
+    /// (`attn_norm`, `ffn_norm`); OLMo 2 norms their outputs only.
+    pub fn has_pre_norms(&self) -> bool {
+        self.family != Family::Olmo2
+    }
+
+    /// The layer weight whose backend the layer's products run on: its
+    /// first norm.
+    pub fn layer_home_weight(&self) -> &'static str {
+        match self.has_pre_norms() {
+            true => "attn_norm",
+            false => "post_attention_norm",
+        }
     }
 
     /// Whether queries and keys are rms-normed per head before rope
@@ -556,7 +584,7 @@ impl ModelConfig {
     /// Whether the attention and feed-forward outputs are rms-normed before
     /// their residual add (`post_attention_norm`, `post_ffw_norm`).
     pub fn has_post_norms(&self) -> bool {
-        matches!(self.family, Family::Gemma3 | Family::Gemma2)
+        matches!(self.family, Family::Gemma3 | Family::Gemma2 | Family::Olmo2)
     }
 
     /// The feed-forward's gate activation.

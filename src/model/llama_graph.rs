@@ -362,9 +362,12 @@ pub fn build(
         let cache = kv.layer(&mut g, il)?;
         let inp_sa = inp_l;
 
-        // Attention: norm, projections, (q/k norms,) rope.
-        let cur = norm(&mut g, inp_l, il, "attn_norm")?;
-        let home = w.home(&format!("blk.{il}.attn_norm.weight"))?;
+        // Attention: (norm,) projections, (q/k norms,) rope.
+        let cur = match c.has_pre_norms() {
+            true => norm(&mut g, inp_l, il, "attn_norm")?,
+            false => inp_l,
+        };
+        let home = w.home(&format!("blk.{il}.{}.weight", c.layer_home_weight()))?;
         let [q, k, v] = match c.fused_projections() {
             true => {
                 let [qkv] = project(&mut g, w, il, ["attn_qkv"], cur, home)?;
@@ -475,8 +478,11 @@ pub fn build(
         let ffn_inp = g.add(attn_out, inp_sa)?;
         g.set_name(ffn_inp, format!("ffn_inp-{il}"))?;
 
-        // Feed-forward: norm, act(gate) * up, down (, post norm).
-        let cur = norm(&mut g, ffn_inp, il, "ffn_norm")?;
+        // Feed-forward: (norm,) act(gate) * up, down (, post norm).
+        let cur = match c.has_pre_norms() {
+            true => norm(&mut g, ffn_inp, il, "ffn_norm")?,
+            false => ffn_inp,
+        };
         let mut down = match &c.experts {
             Some(e) if e.n_ff_shared > 0 => {
                 let routed = experts::moe_ffn(&mut g, w, e, il, cur)?;

@@ -61,6 +61,10 @@ pub enum SyntheticArch {
     /// sigmoid-gated shared expert of half that width and an output matrix
     /// of its own.
     Qwen2Moe,
+    /// `olmo2`: norms after attention and the feed-forward instead of
+    /// before, whole-projection q/k norms, neox rope and an output matrix
+    /// of its own.
+    Olmo2,
 }
 
 /// Experts per layer and per token of the synthetic mixtures of experts
@@ -201,7 +205,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -241,9 +245,10 @@ impl SyntheticLlama {
             Some("granitemoe") => SyntheticArch::GraniteMoe,
             Some("olmoe") => SyntheticArch::Olmoe,
             Some("qwen2moe") => SyntheticArch::Qwen2Moe,
+            Some("olmo2") => SyntheticArch::Olmo2,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral, qwen3moe, granitemoe, olmoe or qwen2moe"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
             )))
             }
         };
@@ -292,6 +297,7 @@ impl SyntheticLlama {
             SyntheticArch::GraniteMoe => "granitemoe",
             SyntheticArch::Olmoe => "olmoe",
             SyntheticArch::Qwen2Moe => "qwen2moe",
+            SyntheticArch::Olmo2 => "olmo2",
         };
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
@@ -399,7 +405,10 @@ impl SyntheticLlama {
         let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
         let values = |n: usize, lo: f32, hi: f32| f32_bytes(&next_rng().vec(n, lo, hi));
         w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
-        if matches!(self.arch, SyntheticArch::Olmoe | SyntheticArch::Qwen2Moe) {
+        if matches!(
+            self.arch,
+            SyntheticArch::Olmoe | SyntheticArch::Qwen2Moe | SyntheticArch::Olmo2
+        ) {
             matrix(
                 &mut w,
                 "output.weight".into(),
@@ -441,8 +450,10 @@ impl SyntheticLlama {
         for il in 0..self.n_layer {
             let name = |s: &str| format!("blk.{il}.{s}.weight");
             let t = self.weight_type;
-            w.add_tensor(name("attn_norm"), DType::F32, &[e], ones(e))?;
-            w.add_tensor(name("ffn_norm"), DType::F32, &[e], ones(e))?;
+            if self.arch != SyntheticArch::Olmo2 {
+                w.add_tensor(name("attn_norm"), DType::F32, &[e], ones(e))?;
+                w.add_tensor(name("ffn_norm"), DType::F32, &[e], ones(e))?;
+            }
             if self.arch == SyntheticArch::Phi3 {
                 matrix(&mut w, name("attn_qkv"), t, [e, e + 2 * kv])?;
             } else {
@@ -502,6 +513,13 @@ impl SyntheticLlama {
                 SyntheticArch::Olmoe => {
                     w.add_tensor(name("attn_q_norm"), DType::F32, &[e], values(e, 0.5, 1.5))?;
                     w.add_tensor(name("attn_k_norm"), DType::F32, &[kv], values(kv, 0.5, 1.5))?;
+                }
+                SyntheticArch::Olmo2 => {
+                    w.add_tensor(name("attn_q_norm"), DType::F32, &[e], values(e, 0.5, 1.5))?;
+                    w.add_tensor(name("attn_k_norm"), DType::F32, &[kv], values(kv, 0.5, 1.5))?;
+                    for m in ["post_attention_norm", "post_ffw_norm"] {
+                        w.add_tensor(name(m), DType::F32, &[e], values(e, 0.5, 1.5))?;
+                    }
                 }
                 SyntheticArch::Gemma2 => {
                     for m in ["post_attention_norm", "post_ffw_norm"] {

@@ -30,6 +30,7 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::Qwen3Moe
         | Family::Olmoe
         | Family::Qwen2Moe
+        | Family::Olmo2
         | Family::SmolLM3 => &[],
     };
     let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];

@@ -263,6 +263,21 @@ fn qwen_families_are_llama_with_neox_rope() {
     }
 }
 
+/// OLMo 2: norms after attention and the feed-forward only, whole q/k
+/// norms, neox rope; its sliding-window variant (OLMo 3) is an error.
+#[test]
+fn olmo2_norms_outputs_not_inputs() {
+    let c = ModelConfig::from_gguf(&meta_of("olmo2", &[], "")).unwrap();
+    assert_eq!(c.rope.mode, RopeMode::Neox);
+    assert!(c.has_post_norms() && c.has_full_qk_norm() && !c.has_pre_norms());
+    assert_eq!(c.layer_home_weight(), "post_attention_norm");
+    let swa = [("llama.attention.sliding_window", Value::U32(4096))];
+    let e = ModelConfig::from_gguf(&meta_of("olmo2", &swa, ""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sliding-window"), "{e}");
+}
+
 #[test]
 fn reads_mixtures_of_experts() {
     let experts = |arch: &str, extra: &[(&str, Value)]| {

@@ -35,11 +35,10 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     }
     for il in 0..c.n_layer {
         let blk = |s: &str, ne: Vec<usize>| (format!("blk.{il}.{s}.weight"), ne);
-        out.extend([
-            blk("attn_norm", vec![e]),
-            blk("attn_output", vec![q, e]),
-            blk("ffn_norm", vec![e]),
-        ]);
+        out.push(blk("attn_output", vec![q, e]));
+        if c.has_pre_norms() {
+            out.extend([blk("attn_norm", vec![e]), blk("ffn_norm", vec![e])]);
+        }
         if c.fused_projections() {
             out.push(blk("attn_qkv", vec![e, q + 2 * kv]));
         } else {
