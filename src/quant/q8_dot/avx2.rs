@@ -75,6 +75,51 @@ pub(super) fn unsigned_pair<const CODES: u8>(c: __m256i, x: __m256i) -> (__m256i
     }
 }
 
+/// Adds column sums `scaled` of one sub-block: in integers until the
+/// super-block ends where the columns share one scale per super-block
+/// (`SHARED`), else scaled by `step` (d dx) into `acc` now. Not a
+/// `target_feature` function, so that it is always inlined.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[inline(always)]
+pub(super) unsafe fn add_scaled<const SHARED: bool>(
+    sum: &mut __m256i,
+    acc: &mut __m256,
+    scaled: __m256i,
+    step: f32,
+) {
+    // SAFETY: the caller's CPU has AVX2 and FMA.
+    unsafe {
+        if SHARED {
+            *sum = _mm256_add_epi32(*sum, scaled);
+        } else {
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(scaled), _mm256_set1_ps(step), *acc);
+        }
+    }
+}
+
+/// Ends a super-block of [`add_scaled`]: with `SHARED`, each column's
+/// integer sum times its step (d dx); nothing otherwise.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[inline(always)]
+pub(super) unsafe fn flush_scaled<const N: usize, const SHARED: bool>(
+    sums: &[__m256i; N],
+    acc: &mut [__m256; N],
+    step: impl Fn(usize) -> f32,
+) {
+    if SHARED {
+        for j in 0..N {
+            // SAFETY: the caller's CPU has AVX2 and FMA.
+            acc[j] = unsafe {
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), _mm256_set1_ps(step(j)), acc[j])
+            };
+        }
+    }
+}
+
 /// A block's 32 activation codes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn codes(xq: &[i8]) -> __m256i {
@@ -492,20 +537,12 @@ fn iq4_xs_cols<const N: usize, const SHARED: bool>(
                 let x = &cols[j][8 * i + s];
                 let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(codes(&x.q), values));
                 let scaled = _mm256_madd_epi16(pairs, sc);
-                if SHARED {
-                    sums[j] = _mm256_add_epi32(sums[j], scaled);
-                } else {
-                    let step = _mm256_set1_ps(d * x.d);
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(scaled), step, acc[j]);
-                }
+                // SAFETY: this function's CPU has AVX2 and FMA.
+                unsafe { add_scaled::<SHARED>(&mut sums[j], &mut acc[j], scaled, d * x.d) };
             }
         }
-        if SHARED {
-            for j in 0..N {
-                let step = _mm256_set1_ps(d * cols[j][8 * i].d);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), step, acc[j]);
-            }
-        }
+        // SAFETY: this function's CPU has AVX2 and FMA.
+        unsafe { flush_scaled::<N, SHARED>(&sums, &mut acc, |j| d * cols[j][8 * i].d) };
     }
     acc.map(|a| sum8(a))
 }

@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::{by_fours, codes, cols_by_fours, dot_u8_i8, scale, sum8};
+use super::{add_scaled, by_fours, codes, cols_by_fours, dot_u8_i8, flush_scaled, scale, sum8};
 use crate::quant::q4_k::scale_min;
 use crate::quant::q8_dot::Q8Row;
 use crate::quant::{BlockQ4K, BlockQ5K, BlockQ6K};
@@ -244,21 +244,13 @@ fn q6_k_cols<const N: usize, const SHARED: bool>(blocks: &[BlockQ6K], xs: &[Q8Ro
                     let pairs =
                         _mm256_sub_epi16(_mm256_maddubs_epi16(c, x), _mm256_maddubs_epi16(bias, x));
                     let scaled = _mm256_madd_epi16(pairs, scales);
-                    if SHARED {
-                        sums[j] = _mm256_add_epi32(sums[j], scaled);
-                    } else {
-                        let step = _mm256_set1_ps(d * xb.d);
-                        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(scaled), step, acc[j]);
-                    }
+                    // SAFETY: this function's CPU has AVX2 and FMA.
+                    unsafe { add_scaled::<SHARED>(&mut sums[j], &mut acc[j], scaled, d * xb.d) };
                 }
             }
         }
-        if SHARED {
-            for j in 0..N {
-                let step = _mm256_set1_ps(d * cols[j][8 * i].d);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), step, acc[j]);
-            }
-        }
+        // SAFETY: this function's CPU has AVX2 and FMA.
+        unsafe { flush_scaled::<N, SHARED>(&sums, &mut acc, |j| d * cols[j][8 * i].d) };
     }
     acc.map(|a| sum8(a))
 }

@@ -88,7 +88,8 @@ pub(super) fn cast_activations(
     params: &mut Params,
 ) -> Option<Dispatch> {
     // `WGINFER_COOP_CAST=0` keeps the activations as they are, to compare.
-    if std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0") {
+    static KEEP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *KEEP.get_or_init(|| std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0")) {
         return None;
     }
     let lb = enc.graph.layout(b);
