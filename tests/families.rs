@@ -182,6 +182,13 @@ fn gemma2_window_and_soft_caps_match_llama_cpp() {
     on_every_backend("tiny@gemma2");
 }
 
+/// Gemma 1: Gemma 2's GELU gating and embedding scale without its
+/// post-norms, windows and soft caps.
+#[test]
+fn gemma_matches_llama_cpp() {
+    on_every_backend("tiny@gemma");
+}
+
 /// Mixtral-style experts in a llama file: the router's two best of eight
 /// per token, renormalized; `mul_mat_id` on the CPU, the rest wherever the
 /// backend puts it.

@@ -23,6 +23,10 @@ pub enum Family {
     /// attention on every other layer with one rope base, and the attention
     /// scores and logits soft-capped (`cap * tanh(x / cap)`).
     Gemma2,
+    /// llama.cpp's `gemma` graph (Gemma 1, CodeGemma): Gemma 2's without
+    /// norms after attention and the feed-forward, sliding windows or soft
+    /// caps; the output is always the token embeddings, as in llama.cpp.
+    Gemma,
     /// llama.cpp's `qwen2` graph (Qwen 2 and 2.5): llama's, with neox rope
     /// and biases on the q/k/v projections.
     Qwen2,
@@ -75,6 +79,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("llama", Family::Llama),
     ("gemma3", Family::Gemma3),
     ("gemma2", Family::Gemma2),
+    ("gemma", Family::Gemma),
     ("qwen2", Family::Qwen2),
     ("qwen3", Family::Qwen3),
     ("qwen3moe", Family::Qwen3Moe),
@@ -94,6 +99,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama",
     "gemma3",
     "gemma2",
+    "gemma",
     "qwen2",
     "qwen3",
     "qwen3moe",
@@ -397,6 +403,7 @@ impl ModelConfig {
             | Family::GraniteMoe => RopeMode::Normal,
             Family::Gemma3
             | Family::Gemma2
+            | Family::Gemma
             | Family::Qwen2
             | Family::Qwen3
             | Family::Qwen3Moe
@@ -474,7 +481,9 @@ impl ModelConfig {
             n_ctx_train,
             n_vocab,
             rope,
-            tied_output: g.tensor("output.weight").is_none(),
+            // llama.cpp's Gemma 1 graph reads the embeddings even where a
+            // file has an output matrix.
+            tied_output: family == Family::Gemma || g.tensor("output.weight").is_none(),
             family,
             n_swa,
             rope_swa,
@@ -590,7 +599,7 @@ impl ModelConfig {
     /// The feed-forward's gate activation.
     pub fn activation(&self) -> Activation {
         match self.family {
-            Family::Gemma3 | Family::Gemma2 => Activation::GeluTanh,
+            Family::Gemma3 | Family::Gemma2 | Family::Gemma => Activation::GeluTanh,
             _ => Activation::Silu,
         }
     }
@@ -598,7 +607,7 @@ impl ModelConfig {
     /// What the token embeddings are multiplied by, if anything.
     pub fn embd_scale(&self) -> Option<f32> {
         match self.family {
-            Family::Gemma3 | Family::Gemma2 => Some((self.n_embd as f32).sqrt()),
+            Family::Gemma3 | Family::Gemma2 | Family::Gemma => Some((self.n_embd as f32).sqrt()),
             _ => self.scales.embedding,
         }
     }

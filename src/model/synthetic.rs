@@ -42,6 +42,8 @@ pub enum SyntheticArch {
     /// `gemma2`: post-norms, an 8-position window on every other layer,
     /// soft caps of the attention scores and logits low enough to bite.
     Gemma2,
+    /// `gemma`: GELU gating and scaled embeddings tied to the output.
+    Gemma,
     /// `llama` with a mixture of experts (Mixtral's layout): 8 experts of
     /// the feed-forward's width, 2 used per token.
     Mixtral,
@@ -240,6 +242,7 @@ impl SyntheticLlama {
             Some("mistral3") => SyntheticArch::Mistral3,
             Some("granite") => SyntheticArch::Granite,
             Some("gemma2") => SyntheticArch::Gemma2,
+            Some("gemma") => SyntheticArch::Gemma,
             Some("mixtral") => SyntheticArch::Mixtral,
             Some("qwen3moe") => SyntheticArch::Qwen3Moe,
             Some("granitemoe") => SyntheticArch::GraniteMoe,
@@ -248,7 +251,7 @@ impl SyntheticLlama {
             Some("olmo2") => SyntheticArch::Olmo2,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, gemma, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
             )))
             }
         };
@@ -293,6 +296,7 @@ impl SyntheticLlama {
             SyntheticArch::Mistral3 => "mistral3",
             SyntheticArch::Granite => "granite",
             SyntheticArch::Gemma2 => "gemma2",
+            SyntheticArch::Gemma => "gemma",
             SyntheticArch::Qwen3Moe => "qwen3moe",
             SyntheticArch::GraniteMoe => "granitemoe",
             SyntheticArch::Olmoe => "olmoe",
@@ -532,6 +536,7 @@ impl SyntheticLlama {
                 | SyntheticArch::Phi3
                 | SyntheticArch::Mistral3
                 | SyntheticArch::Granite
+                | SyntheticArch::Gemma
                 | SyntheticArch::Mixtral
                 | SyntheticArch::GraniteMoe => {}
             }

@@ -25,6 +25,7 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         Family::Phi3 => &[ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT],
         Family::Gemma3
         | Family::Gemma2
+        | Family::Gemma
         | Family::Qwen2
         | Family::Qwen3
         | Family::Qwen3Moe

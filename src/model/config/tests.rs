@@ -202,6 +202,20 @@ fn gemma2_reads_its_window_and_soft_caps() {
 }
 
 #[test]
+fn gemma_is_gemma2_without_windows_post_norms_or_caps() {
+    let window = [("llama.attention.sliding_window", Value::U32(8))];
+    let c = ModelConfig::from_gguf(&meta_of("gemma", &window, "")).unwrap();
+    assert_eq!(c.family, Family::Gemma);
+    assert_eq!(c.n_swa, 0);
+    assert_eq!((c.attn_softcap, c.final_softcap), (None, None));
+    assert!(!c.has_post_norms() && !c.has_qk_norm());
+    assert_eq!(c.activation(), Activation::GeluTanh);
+    assert_eq!(c.embd_scale(), Some(8.0));
+    assert_eq!(c.rope.mode, RopeMode::Neox);
+    assert!(c.tied_output);
+}
+
+#[test]
 fn granite_reads_its_scales() {
     let scales = [
         ("llama.logit_scale", Value::F32(8.0)),
