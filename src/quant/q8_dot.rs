@@ -15,7 +15,7 @@
 use half::f16;
 
 #[cfg(target_arch = "x86_64")]
-use super::{BlockIQ4NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use super::{BlockIQ4NL, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
 use crate::{DType, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
@@ -442,8 +442,12 @@ fn kernels() -> &'static Kernels {
                 q5_1: on_rows!(BlockQ5_1, |b, per_row, first, xs, out| unsafe {
                     avx2::q5_1(b, per_row, first, xs, out)
                 }),
-                q4_k: on_blocks!(|b, xs, out| unsafe { avx2::q4_k(b, xs, out) }),
-                q5_k: on_blocks!(|b, xs, out| unsafe { avx2::q5_k(b, xs, out) }),
+                q4_k: on_rows!(BlockQ4K, |b, per_row, first, xs, out| unsafe {
+                    avx2::q4_k(b, per_row, first, xs, out)
+                }),
+                q5_k: on_rows!(BlockQ5K, |b, per_row, first, xs, out| unsafe {
+                    avx2::q5_k(b, per_row, first, xs, out)
+                }),
                 q6_k: on_blocks!(|b, xs, out| unsafe { avx2::q6_k(b, xs, out) }),
                 q2_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q2_k(b, xs, out) }),
                 q3_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q3_k(b, xs, out) }),

@@ -15,6 +15,7 @@ use crate::quant::{BlockIQ4NL, BlockIQ4XS, BlockQ8_0, IQ4_VALUES};
 use crate::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 mod k_quants;
+pub(super) use k_quants::{k_codes, scales_and_mins, KParts};
 pub use k_quants::{q4_k, q5_k, q6_k};
 
 /// Σ of eight f32 lanes.
@@ -331,6 +332,54 @@ fn nibble_tile<B, const CODES: u8>(
         }
     }
     out
+}
+
+/// Rows of blocks `B` (`per_row` each; the first is row `first_row` of
+/// its matrix) dotted with every column into `out`, a row's results after
+/// another's. Rows whose index is a multiple of four go four at a time
+/// through `tile(rows, q, columns)` by column quads (`q` the quad's
+/// index), whatever rows the caller's run starts at, so a row's results
+/// do not depend on how the rows were split over threads; the other rows,
+/// and the columns past the last quad, through `columns(row, xs, out)`.
+#[inline(always)]
+pub(super) fn by_tiles<B>(
+    blocks: &[B],
+    per_row: usize,
+    first_row: usize,
+    xs: &[Q8Row],
+    out: &mut [f32],
+    mut tile: impl FnMut([&[B]; 4], usize, &[Q8Row; 4]) -> [f32; 16],
+    mut columns: impl FnMut(&[B], &[Q8Row], &mut [f32]),
+) {
+    let n = xs.len();
+    if per_row == 0 || n == 0 {
+        return;
+    }
+    let row = |r: usize| &blocks[r * per_row..][..per_row];
+    let n_rows = (blocks.len() / per_row).min(out.len() / n);
+    let (quads, rest) = (xs.chunks_exact(4), &xs[n - n % 4..]);
+    let mut r = 0;
+    while r < n_rows {
+        let dst = &mut out[r * n..];
+        if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
+            let rows = [row(r), row(r + 1), row(r + 2), row(r + 3)];
+            for (q, x4) in quads.clone().enumerate() {
+                let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) else {
+                    continue;
+                };
+                for (t, v) in tile(rows, q, x4).into_iter().enumerate() {
+                    dst[(t / 4) * n + 4 * q + t % 4] = v;
+                }
+            }
+            for (k, w) in rows.iter().enumerate() {
+                columns(w, rest, &mut dst[k * n + n - rest.len()..][..rest.len()]);
+            }
+            r += 4;
+        } else {
+            columns(row(r), xs, &mut dst[..n]);
+            r += 1;
+        }
+    }
 }
 
 /// Rows of nibble blocks (`per_row` each; the first is row `first_row`

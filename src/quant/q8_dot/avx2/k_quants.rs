@@ -25,7 +25,11 @@ use crate::quant::{BlockQ4K, BlockQ5K, BlockQ6K};
 /// # Safety
 /// The CPU has AVX2.
 #[inline(always)]
-unsafe fn k_codes(qs: &[u8; 128], high: Option<__m256i>, g: usize) -> [__m256i; 2] {
+pub(in crate::quant::q8_dot) unsafe fn k_codes(
+    qs: &[u8; 128],
+    high: Option<__m256i>,
+    g: usize,
+) -> [__m256i; 2] {
     // SAFETY: the caller's CPU has AVX2; the load reads 32 bytes of the
     // 128 from 32g (g < 4), unaligned.
     unsafe {
@@ -52,7 +56,7 @@ unsafe fn k_codes(qs: &[u8; 128], high: Option<__m256i>, g: usize) -> [__m256i; 
 /// are unpacked once for the N columns.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn k_quant<'a, const N: usize>(
-    blocks: impl Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
+    blocks: impl Iterator<Item = KParts<'a>>,
     xs: &[Q8Row; N],
 ) -> [f32; N] {
     let mut acc = [_mm256_setzero_ps(); N];
@@ -85,7 +89,7 @@ fn k_quant<'a, const N: usize>(
 /// packed bytes (see [`scale_min`]), unpacked four at a time with word
 /// masks, as bytes.
 #[inline(always)]
-fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+pub(in crate::quant::q8_dot) fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     const LOW6: u32 = 0x3f3f_3f3f;
     const LOW4: u32 = 0x0f0f_0f0f;
     const TOP2: u32 = 0x0303_0303;
@@ -118,7 +122,7 @@ fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
 /// multiply-add per super-block.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn k_quant_shared<'a, const N: usize>(
-    blocks: impl Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
+    blocks: impl Iterator<Item = KParts<'a>>,
     xs: &[Q8Row; N],
 ) -> [f32; N] {
     let mut acc = [_mm256_setzero_ps(); N];
@@ -166,7 +170,7 @@ fn k_quant_shared<'a, const N: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 fn k_quant_columns<'a, I>(blocks: impl Fn() -> I, xs: &[Q8Row], out: &mut [f32])
 where
-    I: Iterator<Item = (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>)>,
+    I: Iterator<Item = KParts<'a>>,
 {
     if xs.iter().all(Q8Row::shares_scales) {
         cols_by_fours!(k_quant_shared(blocks()), xs, out);
@@ -175,20 +179,55 @@ where
     }
 }
 
+/// A q4_K/q5_K block's super-scale, super-minimum, packed scales, codes
+/// and (q5_K) fifth bits.
+pub(in crate::quant::q8_dot) type KParts<'a> =
+    (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>);
+
+/// Rows of q4_K/q5_K blocks (`per_row` each, the first row `first_row`
+/// of its matrix) dotted with every column into `out`: four rows by four
+/// columns at a time through the VNNI tile where the CPU has it and the
+/// columns share their super-blocks' scales (a prompt's), the rest row by
+/// row ([`k_quant_columns`]).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q4_k(blocks: &[BlockQ4K], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || blocks.iter().map(|w| (w.d, w.dmin, &w.scales, &w.qs, None));
-    k_quant_columns(each, xs, out);
+fn k_quant_rows<B>(
+    blocks: &[B],
+    per_row: usize,
+    first_row: usize,
+    xs: &[Q8Row],
+    out: &mut [f32],
+    parts: impl Fn(&B) -> KParts<'_> + Copy,
+) {
+    let columns =
+        |w: &[B], xs: &[Q8Row], out: &mut [f32]| k_quant_columns(|| w.iter().map(parts), xs, out);
+    if !(super::super::vnni::available() && xs.iter().all(Q8Row::shares_scales)) {
+        for (w, o) in blocks
+            .chunks_exact(per_row.max(1))
+            .zip(out.chunks_exact_mut(xs.len().max(1)))
+        {
+            columns(w, xs, o);
+        }
+        return;
+    }
+    // SAFETY (the tile): the CPU has AVX-512 VNNI (checked above).
+    let tile = |rows: [&[B]; 4], _, x4: &[Q8Row; 4]| unsafe {
+        super::super::vnni::k_tile(rows, x4, parts)
+    };
+    super::by_tiles(blocks, per_row, first_row, xs, out, tile, columns);
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q5_k(blocks: &[BlockQ5K], xs: &[Q8Row], out: &mut [f32]) {
-    let each = || {
-        blocks
-            .iter()
-            .map(|w| (w.d, w.dmin, &w.scales, &w.qs, Some(&w.qh)))
-    };
-    k_quant_columns(each, xs, out);
+pub fn q4_k(blocks: &[BlockQ4K], per_row: usize, first_row: usize, xs: &[Q8Row], out: &mut [f32]) {
+    k_quant_rows(blocks, per_row, first_row, xs, out, |w| {
+        (w.d, w.dmin, &w.scales, &w.qs, None)
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn q5_k(blocks: &[BlockQ5K], per_row: usize, first_row: usize, xs: &[Q8Row], out: &mut [f32]) {
+    k_quant_rows(blocks, per_row, first_row, xs, out, |w| {
+        (w.d, w.dmin, &w.scales, &w.qs, Some(&w.qh))
+    })
 }
 
 /// q6_K: per 32-value group, 6-bit codes (0..64) from 32 ql nibbles
