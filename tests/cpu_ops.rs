@@ -405,7 +405,7 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
         // Super-block-scaled activations (ggml's q8_K) by column quads.
         (DType::Q4K, 256, 11, [256, 6, 1, 1], NO_PERMUTE),
         (DType::Q5K, 512, 6, [512, 9, 1, 1], NO_PERMUTE),
-        (DType::Q6K, 512, 3, [512, 6, 1, 1], NO_PERMUTE),
+        (DType::Q6K, 512, 9, [512, 6, 1, 1], NO_PERMUTE),
         (DType::IQ4XS, 256, 5, [256, 6, 1, 1], NO_PERMUTE),
         (DType::IQ4XS, 512, 3, [512, 1, 1, 1], NO_PERMUTE),
         (DType::F16, 40, 6, [40, 3, 1, 1], NO_PERMUTE),

@@ -15,7 +15,7 @@
 use half::f16;
 
 #[cfg(target_arch = "x86_64")]
-use super::{BlockIQ4NL, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1};
+use super::{BlockIQ4NL, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K};
 use crate::{DType, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
@@ -448,7 +448,9 @@ fn kernels() -> &'static Kernels {
                 q5_k: on_rows!(BlockQ5K, |b, per_row, first, xs, out| unsafe {
                     avx2::q5_k(b, per_row, first, xs, out)
                 }),
-                q6_k: on_blocks!(|b, xs, out| unsafe { avx2::q6_k(b, xs, out) }),
+                q6_k: on_rows!(BlockQ6K, |b, per_row, first, xs, out| unsafe {
+                    avx2::q6_k(b, per_row, first, xs, out)
+                }),
                 q2_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q2_k(b, xs, out) }),
                 q3_k: on_blocks!(|b, xs, out| unsafe { two_bit::avx2::q3_k(b, xs, out) }),
                 iq4_nl: on_rows!(BlockIQ4NL, |b, per_row, first, xs, out| unsafe {

@@ -389,7 +389,9 @@ pub(super) fn by_tiles<B>(
 /// has AVX-512 VNNI, [`super::vnni::nibble_tile`]), by column quads,
 /// whatever rows the caller's run starts at, so a row's results do not
 /// depend on how the rows were split over threads; the rest, and columns
-/// past the last quad, take [`nibble_columns`]'s loops.
+/// past the last quad, take [`nibble_columns`]'s loops. The loop is
+/// [`by_tiles`]'s, written out: through `by_tiles` and its closures the
+/// default model's q4_1 prompts and decode measured 3-5% slower.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn nibble_rows<B, const CODES: u8>(

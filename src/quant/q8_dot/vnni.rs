@@ -19,6 +19,7 @@ use super::avx2::{
     codes, k_codes, nibble_codes, scale, scales_and_mins, sum8, KParts, Nibbles, IQ4,
 };
 use super::Q8Row;
+use crate::quant::BlockQ6K;
 
 /// Whether this CPU runs [`nibble_tile`].
 pub fn available() -> bool {
@@ -256,4 +257,130 @@ unsafe fn lane_sums_ps(v: &[__m256]) -> __m256 {
             _mm256_permute2f128_ps::<0x31>(a, b),
         )
     }
+}
+
+/// The 32 codes (0..64) of group `t` (0..4) of half `h` of a q6_K block:
+/// ql's low or high nibbles as the low bits, qh's bit pair 2t as the
+/// high ones (values 128h + 32t.., activations' block 4h + t).
+///
+/// # Safety
+/// The CPU has AVX2 (inlined always, into the tile's loop).
+#[inline(always)]
+unsafe fn q6_codes(w: &BlockQ6K, h: usize, t: usize) -> __m256i {
+    // SAFETY: the caller's CPU has AVX2; the loads read 32 bytes of ql's
+    // 128 from 64h + 32 (t % 2) and of qh's 64 from 32h, unaligned.
+    unsafe {
+        let ql = _mm256_loadu_si256(w.ql[64 * h + 32 * (t % 2)..][..32].as_ptr().cast());
+        let qh = _mm256_loadu_si256(w.qh[32 * h..][..32].as_ptr().cast());
+        let low4 = _mm256_set1_epi8(0x0f);
+        let lo = match t {
+            0 | 1 => _mm256_and_si256(ql, low4),
+            _ => _mm256_and_si256(_mm256_srli_epi16::<4>(ql), low4),
+        };
+        let hi = match t {
+            0 => qh,
+            1 => _mm256_srli_epi16::<2>(qh),
+            2 => _mm256_srli_epi16::<4>(qh),
+            _ => _mm256_srli_epi16::<6>(qh),
+        };
+        let hi = _mm256_and_si256(hi, _mm256_set1_epi8(0x03));
+        _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi))
+    }
+}
+
+/// Four q6_K rows times four columns whose super-blocks share their scale,
+/// as [`k_tile`]: d dx Σ sc(s) Σ code·xq over each 16-value sub-block s,
+/// less the codes' offset 32 d Σ sc(s) dsum(s) (the activations' half
+/// sums), row r and column j at 4r + j.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
+    let cols = xs.each_ref().map(|x| &x.packed[..]);
+    let supers = rows.iter().map(|r| r.len());
+    let supers = supers.chain(cols.iter().map(|c| c.len() / 8));
+    let n = supers.min().unwrap_or(0);
+    let mut dots = [_mm256_setzero_ps(); 2];
+    let mut offsets = [_mm256_setzero_ps(); 2];
+    for i in 0..n {
+        let w = [&rows[0][i], &rows[1][i], &rows[2][i], &rows[3][i]];
+        let mut sums = [_mm256_setzero_si256(); 16];
+        for h in 0..2 {
+            for t in 0..4 {
+                // SAFETY: this function's CPU has AVX2.
+                let c = unsafe {
+                    [
+                        q6_codes(w[0], h, t),
+                        q6_codes(w[1], h, t),
+                        q6_codes(w[2], h, t),
+                        q6_codes(w[3], h, t),
+                    ]
+                };
+                let b = 8 * i + 4 * h + t;
+                let xq = [
+                    codes(&cols[0][b].q),
+                    codes(&cols[1][b].q),
+                    codes(&cols[2][b].q),
+                    codes(&cols[3][b].q),
+                ];
+                for (r, rc) in c.iter().enumerate() {
+                    // Codes below 64 times bytes: pair sums within i16;
+                    // times 8-bit scales, within i32 over a super-block.
+                    let sc = |g: usize| i16::from(w[r].scales[8 * h + 2 * t + g]);
+                    let scale = _mm256_setr_m128i(_mm_set1_epi16(sc(0)), _mm_set1_epi16(sc(1)));
+                    for (j, x) in xq.iter().enumerate() {
+                        let p = _mm256_maddubs_epi16(*rc, *x);
+                        sums[4 * r + j] = _mm256_dpwssd_epi32(sums[4 * r + j], p, scale);
+                    }
+                }
+            }
+        }
+        let d = [scale(w[0].d), scale(w[1].d), scale(w[2].d), scale(w[3].d)];
+        let dx = [0, 1, 2, 3].map(|j| cols[j][8 * i].d);
+        let dx = _mm256_setr_ps(dx[0], dx[1], dx[2], dx[3], dx[0], dx[1], dx[2], dx[3]);
+        // Each row's 16 scales times 32 d, and each column's 16 half sums.
+        let mut row_scales = [[_mm256_setzero_ps(); 2]; 4];
+        for (r, rs) in row_scales.iter_mut().enumerate() {
+            for (k, v) in rs.iter_mut().enumerate() {
+                let bytes: [u8; 8] = std::array::from_fn(|l| w[r].scales[8 * k + l] as u8);
+                let s = _mm256_cvtepi8_epi32(_mm_set_epi64x(0, i64::from_le_bytes(bytes)));
+                *v = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(32.0 * d[r]));
+            }
+        }
+        let mut halves = [[_mm256_setzero_ps(); 2]; 4];
+        for (j, x) in xs.iter().enumerate() {
+            let h = x.half_dsums[8 * i..8 * i + 8].as_flattened();
+            // SAFETY (both loads): eight f32 of the column's 16 half sums
+            // of super-block i; unaligned.
+            halves[j] = unsafe {
+                [
+                    _mm256_loadu_ps(h.as_ptr()),
+                    _mm256_loadu_ps(h[8..].as_ptr()),
+                ]
+            };
+        }
+        for half in 0..2 {
+            let (a, b) = (d[2 * half], d[2 * half + 1]);
+            let rows_d = _mm256_setr_ps(a, a, a, a, b, b, b, b);
+            // SAFETY: this function's CPU has AVX2.
+            let total = unsafe { lane_sums_epi32(&sums[8 * half..8 * half + 8]) };
+            dots[half] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(total),
+                _mm256_mul_ps(rows_d, dx),
+                dots[half],
+            );
+            let mut products = [_mm256_setzero_ps(); 8];
+            for (k, p) in products.iter_mut().enumerate() {
+                let (rs, hs) = (&row_scales[2 * half + k / 4], &halves[k % 4]);
+                *p = _mm256_fmadd_ps(rs[1], hs[1], _mm256_mul_ps(rs[0], hs[0]));
+            }
+            // SAFETY: this function's CPU has AVX2.
+            offsets[half] = _mm256_add_ps(offsets[half], unsafe { lane_sums_ps(&products) });
+        }
+    }
+    let mut out = [0.0f32; 16];
+    for half in 0..2 {
+        let v = _mm256_sub_ps(dots[half], offsets[half]);
+        // SAFETY: eight f32 at 8 half of sixteen; unaligned.
+        unsafe { _mm256_storeu_ps(out[8 * half..].as_mut_ptr(), v) };
+    }
+    out
 }

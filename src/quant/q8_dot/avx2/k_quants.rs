@@ -11,7 +11,10 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::{add_scaled, by_fours, codes, cols_by_fours, dot_u8_i8, flush_scaled, scale, sum8};
+use super::super::{prefetch_row, prefetch_rows, vnni, PREFETCH_ROWS_BELOW};
+use super::{
+    add_scaled, by_fours, by_tiles, codes, cols_by_fours, dot_u8_i8, flush_scaled, scale, sum8,
+};
 use crate::quant::q4_k::scale_min;
 use crate::quant::q8_dot::Q8Row;
 use crate::quant::{BlockQ4K, BlockQ5K, BlockQ6K};
@@ -184,11 +187,41 @@ where
 pub(in crate::quant::q8_dot) type KParts<'a> =
     (f16, f16, &'a [u8; 12], &'a [u8; 128], Option<&'a [u8; 32]>);
 
-/// Rows of q4_K/q5_K blocks (`per_row` each, the first row `first_row`
-/// of its matrix) dotted with every column into `out`: four rows by four
-/// columns at a time through the VNNI tile where the CPU has it and the
-/// columns share their super-blocks' scales (a prompt's), the rest row by
-/// row ([`k_quant_columns`]).
+/// Rows of blocks `B` (`per_row` each, the first row `first_row` of its
+/// matrix) dotted with every column into `out`: four rows by four columns
+/// at a time through `tile` (a VNNI tile, called only where the CPU has
+/// AVX-512 VNNI) where the columns share their super-blocks' scales (a
+/// prompt's), the other rows and columns through `row` ([`by_tiles`]); row
+/// by row everywhere else.
+#[inline(always)]
+fn tiles_or_rows<B>(
+    blocks: &[B],
+    per_row: usize,
+    first_row: usize,
+    xs: &[Q8Row],
+    out: &mut [f32],
+    tile: impl Fn([&[B]; 4], &[Q8Row; 4]) -> [f32; 16],
+    row: impl Fn(&[B], &[Q8Row], &mut [f32]),
+) {
+    if xs.len() >= 4 && vnni::available() && xs.iter().all(Q8Row::shares_scales) {
+        let tile = |rows: [&[B]; 4], _, x4: &[Q8Row; 4]| tile(rows, x4);
+        by_tiles(blocks, per_row, first_row, xs, out, tile, row);
+        return;
+    }
+    // Row by row, short rows prefetched as `by_rows` does.
+    let per_row = per_row.max(1);
+    let prefetch = per_row * size_of::<B>() < PREFETCH_ROWS_BELOW;
+    let ahead = prefetch_rows::<B>(per_row);
+    let rows = blocks.chunks_exact(per_row);
+    for (r, (w, o)) in rows.zip(out.chunks_exact_mut(xs.len().max(1))).enumerate() {
+        if prefetch {
+            prefetch_row(blocks, per_row, r + ahead);
+        }
+        row(w, xs, o);
+    }
+}
+
+/// [`tiles_or_rows`] of q4_K/q5_K blocks, whose parts `parts` gives.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn k_quant_rows<B>(
     blocks: &[B],
@@ -198,22 +231,11 @@ fn k_quant_rows<B>(
     out: &mut [f32],
     parts: impl Fn(&B) -> KParts<'_> + Copy,
 ) {
-    let columns =
+    // SAFETY: tiles_or_rows calls the tile only where the CPU has AVX-512 VNNI.
+    let tile = |rows: [&[B]; 4], x4: &[Q8Row; 4]| unsafe { vnni::k_tile(rows, x4, parts) };
+    let row =
         |w: &[B], xs: &[Q8Row], out: &mut [f32]| k_quant_columns(|| w.iter().map(parts), xs, out);
-    if !(super::super::vnni::available() && xs.iter().all(Q8Row::shares_scales)) {
-        for (w, o) in blocks
-            .chunks_exact(per_row.max(1))
-            .zip(out.chunks_exact_mut(xs.len().max(1)))
-        {
-            columns(w, xs, o);
-        }
-        return;
-    }
-    // SAFETY (the tile): the CPU has AVX-512 VNNI (checked above).
-    let tile = |rows: [&[B]; 4], _, x4: &[Q8Row; 4]| unsafe {
-        super::super::vnni::k_tile(rows, x4, parts)
-    };
-    super::by_tiles(blocks, per_row, first_row, xs, out, tile, columns);
+    tiles_or_rows(blocks, per_row, first_row, xs, out, tile, row);
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -306,8 +328,18 @@ fn q6_k_blocks<const N: usize>(blocks: &[BlockQ6K], xs: &[Q8Row; N]) -> [f32; N]
     q6_k_cols::<N, false>(blocks, xs)
 }
 
+/// q6_K rows ([`tiles_or_rows`] with [`vnni::q6_k_tile`], else [`q6_k_row`]).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub fn q6_k(blocks: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]) {
+pub fn q6_k(blocks: &[BlockQ6K], per_row: usize, first_row: usize, xs: &[Q8Row], out: &mut [f32]) {
+    // SAFETY: tiles_or_rows calls the tile only where the CPU has AVX-512 VNNI.
+    let tile = |rows: [&[BlockQ6K]; 4], x4: &[Q8Row; 4]| unsafe { vnni::q6_k_tile(rows, x4) };
+    let row = |w: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]| q6_k_row(w, xs, out);
+    tiles_or_rows(blocks, per_row, first_row, xs, out, tile, row);
+}
+
+/// One q6_K row dotted with every column.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q6_k_row(blocks: &[BlockQ6K], xs: &[Q8Row], out: &mut [f32]) {
     if xs.iter().all(Q8Row::shares_scales) {
         cols_by_fours!(q6_k_shared(blocks), xs, out);
     } else {
