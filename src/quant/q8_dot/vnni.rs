@@ -124,8 +124,7 @@ pub fn k_tile<B>(rows: [&[B]; 4], xs: &[Q8Row; 4], parts: impl Fn(&B) -> KParts<
     let supers = rows.iter().map(|r| r.len());
     let supers = supers.chain(cols.iter().map(|c| c.len() / 8));
     let n = supers.min().unwrap_or(0);
-    let mut dots = [_mm256_setzero_ps(); 2];
-    let mut mins = [_mm256_setzero_ps(); 2];
+    let mut cells = Cells::new();
     for i in 0..n {
         let w = [
             parts(&rows[0][i]),
@@ -179,7 +178,6 @@ pub fn k_tile<B>(rows: [&[B]; 4], xs: &[Q8Row; 4], parts: impl Fn(&B) -> KParts<
         let d = [scale(w[0].0), scale(w[1].0), scale(w[2].0), scale(w[3].0)];
         let dmin = [scale(w[0].1), scale(w[1].1), scale(w[2].1), scale(w[3].1)];
         let dx = [0, 1, 2, 3].map(|j| cols[j][8 * i].d);
-        let dx = _mm256_setr_ps(dx[0], dx[1], dx[2], dx[3], dx[0], dx[1], dx[2], dx[3]);
         let mut dsums = [_mm256_setzero_ps(); 4];
         for (j, x) in xs.iter().enumerate() {
             // SAFETY: eight f32 of the column's dsums from 8i (its
@@ -191,71 +189,113 @@ pub fn k_tile<B>(rows: [&[B]; 4], xs: &[Q8Row; 4], parts: impl Fn(&B) -> KParts<
             let mn = _mm256_cvtepu8_epi32(_mm_set_epi64x(0, i64::from_le_bytes(*mn)));
             row_mins[r] = _mm256_mul_ps(_mm256_cvtepi32_ps(mn), _mm256_set1_ps(dmin[r]));
         }
-        for half in 0..2 {
-            let (a, b) = (d[2 * half], d[2 * half + 1]);
-            let rows_d = _mm256_setr_ps(a, a, a, a, b, b, b, b);
-            // SAFETY: this function's CPU has AVX2.
-            let total = unsafe { lane_sums_epi32(&sums[8 * half..8 * half + 8]) };
-            dots[half] = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(total),
-                _mm256_mul_ps(rows_d, dx),
-                dots[half],
-            );
-            let mut products = [_mm256_setzero_ps(); 8];
-            for (k, p) in products.iter_mut().enumerate() {
-                *p = _mm256_mul_ps(row_mins[2 * half + k / 4], dsums[k % 4]);
+        let offset = |r: usize, j: usize| _mm256_mul_ps(row_mins[r], dsums[j]);
+        // SAFETY: this function's CPU has AVX2 and FMA.
+        unsafe { cells.add_super(&sums, d, dx, offset) };
+    }
+    // SAFETY: this function's CPU has AVX2.
+    unsafe { cells.result() }
+}
+
+/// `$name(v)`: lane k is the sum of the eight lanes of `v[k]` (eight
+/// vectors of `$t`, AVX2). Each hadd sums neighbouring lanes of two
+/// vectors per 128-bit half: after two rounds lane k of each half holds
+/// v[k]'s (k < 4) or v[4 + k]'s half sums, which the last add joins.
+macro_rules! lane_sums {
+    ($name:ident, $t:ty, $hadd:ident, $permute:ident, $add:ident) => {
+        /// # Safety
+        /// The CPU has AVX2 (inlined always, into the tiles).
+        #[inline(always)]
+        unsafe fn $name(v: &[$t]) -> $t {
+            // SAFETY: the caller's CPU has AVX2.
+            unsafe {
+                let a = $hadd($hadd(v[0], v[1]), $hadd(v[2], v[3]));
+                let b = $hadd($hadd(v[4], v[5]), $hadd(v[6], v[7]));
+                $add($permute::<0x20>(a, b), $permute::<0x31>(a, b))
             }
-            // SAFETY: this function's CPU has AVX2.
-            mins[half] = _mm256_add_ps(mins[half], unsafe { lane_sums_ps(&products) });
+        }
+    };
+}
+
+lane_sums!(
+    lane_sums_epi32,
+    __m256i,
+    _mm256_hadd_epi32,
+    _mm256_permute2x128_si256,
+    _mm256_add_epi32
+);
+lane_sums!(
+    lane_sums_ps,
+    __m256,
+    _mm256_hadd_ps,
+    _mm256_permute2f128_ps,
+    _mm256_add_ps
+);
+
+/// The 16 cells of a K-quant tile, rows by columns, as two vectors of
+/// eight (rows 0-1, rows 2-3): the scaled code dots and the offsets
+/// (minimums, q6_K's 32) to take off them.
+struct Cells {
+    dots: [__m256; 2],
+    offsets: [__m256; 2],
+}
+
+impl Cells {
+    fn new() -> Self {
+        // SAFETY: zeroing needs no CPU feature beyond the baseline.
+        let zero = unsafe { _mm256_setzero_ps() };
+        Cells {
+            dots: [zero; 2],
+            offsets: [zero; 2],
         }
     }
-    let mut out = [0.0f32; 16];
-    for half in 0..2 {
-        // SAFETY: eight f32 at 8 half of sixteen; unaligned.
+
+    /// Adds a super-block: each cell's integer `sums` (row r, column j at
+    /// 4r + j) times d_r dx_j, and the lane sums of `offset(r, j)`.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA (inlined always, into the tiles).
+    #[inline(always)]
+    unsafe fn add_super(
+        &mut self,
+        sums: &[__m256i; 16],
+        d: [f32; 4],
+        dx: [f32; 4],
+        offset: impl Fn(usize, usize) -> __m256,
+    ) {
+        // SAFETY: the caller's CPU has AVX2 and FMA.
         unsafe {
-            _mm256_storeu_ps(
-                out[8 * half..].as_mut_ptr(),
-                _mm256_sub_ps(dots[half], mins[half]),
-            )
-        };
+            let dx = _mm256_setr_ps(dx[0], dx[1], dx[2], dx[3], dx[0], dx[1], dx[2], dx[3]);
+            for half in 0..2 {
+                let (a, b) = (d[2 * half], d[2 * half + 1]);
+                let step = _mm256_mul_ps(_mm256_setr_ps(a, a, a, a, b, b, b, b), dx);
+                let total = lane_sums_epi32(&sums[8 * half..8 * half + 8]);
+                self.dots[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), step, self.dots[half]);
+                let mut products = [_mm256_setzero_ps(); 8];
+                for (k, p) in products.iter_mut().enumerate() {
+                    *p = offset(2 * half + k / 4, k % 4);
+                }
+                self.offsets[half] = _mm256_add_ps(self.offsets[half], lane_sums_ps(&products));
+            }
+        }
     }
-    out
-}
 
-/// Lane k: the sum of the eight lanes of `v[k]` (eight vectors).
-///
-/// # Safety
-/// The CPU has AVX2 (inlined always, into the tile's loop).
-#[inline(always)]
-unsafe fn lane_sums_epi32(v: &[__m256i]) -> __m256i {
-    // SAFETY: the caller's CPU has AVX2.
-    unsafe {
-        // Each hadd sums neighbouring lanes of two vectors per 128-bit half:
-        // after two rounds lane k of each half holds v[k]'s (k < 4) or
-        // v[4 + k]'s half sums, which the last add joins.
-        let a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-        let b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-        _mm256_add_epi32(
-            _mm256_permute2x128_si256::<0x20>(a, b),
-            _mm256_permute2x128_si256::<0x31>(a, b),
-        )
-    }
-}
-
-/// [`lane_sums_epi32`] of f32 lanes.
-///
-/// # Safety
-/// The CPU has AVX2.
-#[inline(always)]
-unsafe fn lane_sums_ps(v: &[__m256]) -> __m256 {
-    // SAFETY: the caller's CPU has AVX2.
-    unsafe {
-        let a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
-        let b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
-        _mm256_add_ps(
-            _mm256_permute2f128_ps::<0x20>(a, b),
-            _mm256_permute2f128_ps::<0x31>(a, b),
-        )
+    /// Dots less offsets, row r and column j at 4r + j.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[inline(always)]
+    unsafe fn result(self) -> [f32; 16] {
+        let mut out = [0.0f32; 16];
+        for half in 0..2 {
+            // SAFETY: the caller's CPU has AVX2; eight f32 at 8 half of
+            // sixteen, unaligned.
+            unsafe {
+                let v = _mm256_sub_ps(self.dots[half], self.offsets[half]);
+                _mm256_storeu_ps(out[8 * half..].as_mut_ptr(), v);
+            }
+        }
+        out
     }
 }
 
@@ -298,8 +338,7 @@ pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
     let supers = rows.iter().map(|r| r.len());
     let supers = supers.chain(cols.iter().map(|c| c.len() / 8));
     let n = supers.min().unwrap_or(0);
-    let mut dots = [_mm256_setzero_ps(); 2];
-    let mut offsets = [_mm256_setzero_ps(); 2];
+    let mut cells = Cells::new();
     for i in 0..n {
         let w = [&rows[0][i], &rows[1][i], &rows[2][i], &rows[3][i]];
         let mut sums = [_mm256_setzero_si256(); 16];
@@ -335,7 +374,6 @@ pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
         }
         let d = [scale(w[0].d), scale(w[1].d), scale(w[2].d), scale(w[3].d)];
         let dx = [0, 1, 2, 3].map(|j| cols[j][8 * i].d);
-        let dx = _mm256_setr_ps(dx[0], dx[1], dx[2], dx[3], dx[0], dx[1], dx[2], dx[3]);
         // Each row's 16 scales times 32 d, and each column's 16 half sums.
         let mut row_scales = [[_mm256_setzero_ps(); 2]; 4];
         for (r, rs) in row_scales.iter_mut().enumerate() {
@@ -357,30 +395,13 @@ pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
                 ]
             };
         }
-        for half in 0..2 {
-            let (a, b) = (d[2 * half], d[2 * half + 1]);
-            let rows_d = _mm256_setr_ps(a, a, a, a, b, b, b, b);
-            // SAFETY: this function's CPU has AVX2.
-            let total = unsafe { lane_sums_epi32(&sums[8 * half..8 * half + 8]) };
-            dots[half] = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(total),
-                _mm256_mul_ps(rows_d, dx),
-                dots[half],
-            );
-            let mut products = [_mm256_setzero_ps(); 8];
-            for (k, p) in products.iter_mut().enumerate() {
-                let (rs, hs) = (&row_scales[2 * half + k / 4], &halves[k % 4]);
-                *p = _mm256_fmadd_ps(rs[1], hs[1], _mm256_mul_ps(rs[0], hs[0]));
-            }
-            // SAFETY: this function's CPU has AVX2.
-            offsets[half] = _mm256_add_ps(offsets[half], unsafe { lane_sums_ps(&products) });
-        }
+        let offset = |r: usize, j: usize| {
+            let (rs, hs) = (&row_scales[r], &halves[j]);
+            _mm256_fmadd_ps(rs[1], hs[1], _mm256_mul_ps(rs[0], hs[0]))
+        };
+        // SAFETY: this function's CPU has AVX2 and FMA.
+        unsafe { cells.add_super(&sums, d, dx, offset) };
     }
-    let mut out = [0.0f32; 16];
-    for half in 0..2 {
-        let v = _mm256_sub_ps(dots[half], offsets[half]);
-        // SAFETY: eight f32 at 8 half of sixteen; unaligned.
-        unsafe { _mm256_storeu_ps(out[8 * half..].as_mut_ptr(), v) };
-    }
-    out
+    // SAFETY: this function's CPU has AVX2.
+    unsafe { cells.result() }
 }
