@@ -121,9 +121,7 @@ pub fn column_scales(x4: &[Q8Row; 4]) -> Vec<[f32; 8]> {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub fn k_tile<B>(rows: [&[B]; 4], xs: &[Q8Row; 4], parts: impl Fn(&B) -> KParts<'_>) -> [f32; 16] {
     let cols = xs.each_ref().map(|x| &x.packed[..]);
-    let supers = rows.iter().map(|r| r.len());
-    let supers = supers.chain(cols.iter().map(|c| c.len() / 8));
-    let n = supers.min().unwrap_or(0);
+    let n = super_blocks(rows, xs);
     let mut cells = Cells::new();
     for i in 0..n {
         let w = [
@@ -195,6 +193,13 @@ pub fn k_tile<B>(rows: [&[B]; 4], xs: &[Q8Row; 4], parts: impl Fn(&B) -> KParts<
     }
     // SAFETY: this function's CPU has AVX2.
     unsafe { cells.result() }
+}
+
+/// The super-blocks that all four rows and columns have.
+fn super_blocks<B>(rows: [&[B]; 4], xs: &[Q8Row; 4]) -> usize {
+    let rows = rows.iter().map(|r| r.len());
+    let cols = xs.iter().map(|x| x.packed.len() / 8);
+    rows.chain(cols).min().unwrap_or(0)
 }
 
 /// `$name(v)`: lane k is the sum of the eight lanes of `v[k]` (eight
@@ -335,9 +340,7 @@ unsafe fn q6_codes(w: &BlockQ6K, h: usize, t: usize) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
     let cols = xs.each_ref().map(|x| &x.packed[..]);
-    let supers = rows.iter().map(|r| r.len());
-    let supers = supers.chain(cols.iter().map(|c| c.len() / 8));
-    let n = supers.min().unwrap_or(0);
+    let n = super_blocks(rows, xs);
     let mut cells = Cells::new();
     for i in 0..n {
         let w = [&rows[0][i], &rows[1][i], &rows[2][i], &rows[3][i]];
