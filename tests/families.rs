@@ -189,6 +189,12 @@ fn gemma_matches_llama_cpp() {
     on_every_backend("tiny@gemma");
 }
 
+/// ERNIE 4.5 (dense): llama's graph under its own name.
+#[test]
+fn ernie4_5_matches_llama_cpp() {
+    on_every_backend("tiny@ernie4_5");
+}
+
 /// Mixtral-style experts in a llama file: the router's two best of eight
 /// per token, renormalized; `mul_mat_id` on the CPU, the rest wherever the
 /// backend puts it.

@@ -72,6 +72,10 @@ pub enum Family {
     /// (before the residual adds), and RMS norms over the whole q and k
     /// projections; the sliding-window variant (OLMo 3) is not supported.
     Olmo2,
+    /// llama.cpp's `ernie4_5` graph (Baidu ERNIE 4.5 dense, 0.3B): llama's;
+    /// an attention output bias, which llama.cpp loads but never adds, is
+    /// a load error here rather than a difference.
+    Ernie45,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -91,6 +95,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("olmoe", Family::Olmoe),
     ("qwen2moe", Family::Qwen2Moe),
     ("olmo2", Family::Olmo2),
+    ("ernie4_5", Family::Ernie45),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -111,6 +116,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "olmoe",
     "qwen2moe",
     "olmo2",
+    "ernie4_5",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
@@ -398,6 +404,7 @@ impl ModelConfig {
         let mode = match family {
             Family::Llama
             | Family::SmolLM3
+            | Family::Ernie45
             | Family::Mistral3
             | Family::Granite
             | Family::GraniteMoe => RopeMode::Normal,
@@ -422,6 +429,12 @@ impl ModelConfig {
                 .unwrap_or(0.0);
         }
         let rope_factors = rope_factors(g, family, &rope)?;
+        let out_bias = "blk.0.attn_output.bias";
+        if family == Family::Ernie45 && g.tensor(out_bias).is_some() {
+            return Err(Error::invalid(format!(
+                "{arch}: the bias '{out_bias}' is not supported (llama.cpp does not add it)"
+            )));
+        }
         let (scales, attention_scale) = match family {
             Family::Granite | Family::GraniteMoe => granite_scales(g, &arch)?,
             _ => (BranchScales::default(), None),

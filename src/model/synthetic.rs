@@ -44,6 +44,8 @@ pub enum SyntheticArch {
     Gemma2,
     /// `gemma`: GELU gating and scaled embeddings tied to the output.
     Gemma,
+    /// `ernie4_5`: llama's layout under ERNIE 4.5's name.
+    Ernie45,
     /// `llama` with a mixture of experts (Mixtral's layout): 8 experts of
     /// the feed-forward's width, 2 used per token.
     Mixtral,
@@ -243,6 +245,7 @@ impl SyntheticLlama {
             Some("granite") => SyntheticArch::Granite,
             Some("gemma2") => SyntheticArch::Gemma2,
             Some("gemma") => SyntheticArch::Gemma,
+            Some("ernie4_5") => SyntheticArch::Ernie45,
             Some("mixtral") => SyntheticArch::Mixtral,
             Some("qwen3moe") => SyntheticArch::Qwen3Moe,
             Some("granitemoe") => SyntheticArch::GraniteMoe,
@@ -251,7 +254,7 @@ impl SyntheticLlama {
             Some("olmo2") => SyntheticArch::Olmo2,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, gemma, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, gemma, ernie4_5, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
             )))
             }
         };
@@ -297,6 +300,7 @@ impl SyntheticLlama {
             SyntheticArch::Granite => "granite",
             SyntheticArch::Gemma2 => "gemma2",
             SyntheticArch::Gemma => "gemma",
+            SyntheticArch::Ernie45 => "ernie4_5",
             SyntheticArch::Qwen3Moe => "qwen3moe",
             SyntheticArch::GraniteMoe => "granitemoe",
             SyntheticArch::Olmoe => "olmoe",
@@ -537,6 +541,7 @@ impl SyntheticLlama {
                 | SyntheticArch::Mistral3
                 | SyntheticArch::Granite
                 | SyntheticArch::Gemma
+                | SyntheticArch::Ernie45
                 | SyntheticArch::Mixtral
                 | SyntheticArch::GraniteMoe => {}
             }

@@ -32,7 +32,8 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::Olmoe
         | Family::Qwen2Moe
         | Family::Olmo2
-        | Family::SmolLM3 => &[],
+        | Family::SmolLM3
+        | Family::Ernie45 => &[],
     };
     let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];
     let unread = every

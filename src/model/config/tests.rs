@@ -85,6 +85,11 @@ fn gemma3_has_its_window_rope_bases_and_variations() {
 /// A llama-shaped file of architecture `arch` (head size 16) with one
 /// tensor, `rope_freqs.weight` of `dtype` and `n` values.
 fn with_rope_factors(arch: &str, dtype: DType, n: usize) -> Result<ModelConfig> {
+    with_tensor(arch, ROPE_FACTORS, dtype, n)
+}
+
+/// A file of architecture `arch` with one tensor, `name` of `n` `dtype`s.
+fn with_tensor(arch: &str, name: &str, dtype: DType, n: usize) -> Result<ModelConfig> {
     let mut w = GgufWriter::new();
     w.add("general.architecture", arch);
     for (k, v) in [
@@ -98,7 +103,7 @@ fn with_rope_factors(arch: &str, dtype: DType, n: usize) -> Result<ModelConfig> 
     }
     w.add(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-5f32)
         .add("tokenizer.ggml.tokens", vec!["a", "b"]);
-    w.add_tensor(ROPE_FACTORS, dtype, &[n], vec![0u8; dtype.row_bytes(n)?])?;
+    w.add_tensor(name, dtype, &[n], vec![0u8; dtype.row_bytes(n)?])?;
     let mut bytes = Vec::new();
     w.write_to(&mut bytes)?;
     ModelConfig::from_gguf(&Gguf::parse(&bytes)?)
@@ -275,6 +280,17 @@ fn qwen_families_are_llama_with_neox_rope() {
         assert!(!c.has_post_norms() && c.embd_scale().is_none());
         assert_eq!((c.activation(), c.n_swa), (Activation::Silu, 0));
     }
+}
+
+/// ERNIE 4.5: llama's graph; an attention output bias, which llama.cpp
+/// never adds, is an error rather than a different model.
+#[test]
+fn ernie4_5_is_llama_and_refuses_an_output_bias() {
+    let c = ModelConfig::from_gguf(&meta_of("ernie4_5", &[], "")).unwrap();
+    assert_eq!((c.family, c.rope.mode), (Family::Ernie45, RopeMode::Normal));
+    assert!(!c.has_qk_norm() && !c.has_post_norms() && c.embd_scale().is_none());
+    let e = with_tensor("ernie4_5", "blk.0.attn_output.bias", DType::F32, 64).unwrap_err();
+    assert!(e.to_string().contains("attn_output.bias"), "{e}");
 }
 
 /// OLMo 2: norms after attention and the feed-forward only, whole q/k
