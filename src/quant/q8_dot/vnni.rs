@@ -111,18 +111,19 @@ pub fn column_scales(x4: &[Q8Row; 4]) -> Vec<[f32; 8]> {
 }
 
 /// Four q4_K/q5_K rows times four columns whose super-blocks share their
-/// scale (ggml's q8_K, [`Q8Row::quantize_super`]): d dx Σ sc(s) Σ code·xq
-/// - dmin Σ mn(s) dsum(s) over the super-blocks, row r and column j at
-///   4r + j. Each sub-block's 16 code dots take their row's scale in
-///   integers (`vpmaddubsw`, then `vpdpwssd` into the cell's
-///   accumulator): two instructions per dot where the per-row loops take
-///   about six, with AVX-512's 32 registers holding the 16 accumulators.
-///   The cells' lanes are summed once per super-block.
+/// scale (ggml's q8_K, [`Q8Row::quantize_super`]): over the super-blocks,
+/// d dx Σ sc(s) Σ code·xq less dmin Σ mn(s) dsum(s), row r and column j at
+/// 4r + j. Each sub-block's 16 code dots take their row's scale in integers
+/// (`vpmaddubsw`, then `vpdpwssd` into the cell's accumulator): two
+/// instructions per dot where the per-row loops take about six, with
+/// AVX-512's 32 registers holding the 16 accumulators. The cells' lanes are
+/// summed once per super-block.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub fn k_tile<B>(rows: [&[B]; 4], xs: &[Q8Row; 4], parts: impl Fn(&B) -> KParts<'_>) -> [f32; 16] {
     let cols = xs.each_ref().map(|x| &x.packed[..]);
     let n = super_blocks(rows, xs);
-    let mut cells = Cells::new();
+    // SAFETY: this function's CPU has AVX.
+    let mut cells = unsafe { Cells::new() };
     for i in 0..n {
         let w = [
             parts(&rows[0][i]),
@@ -246,8 +247,11 @@ struct Cells {
 }
 
 impl Cells {
-    fn new() -> Self {
-        // SAFETY: zeroing needs no CPU feature beyond the baseline.
+    /// # Safety
+    /// The CPU has AVX.
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        // SAFETY: the caller's CPU has AVX.
         let zero = unsafe { _mm256_setzero_ps() };
         Cells {
             dots: [zero; 2],
@@ -341,7 +345,8 @@ unsafe fn q6_codes(w: &BlockQ6K, h: usize, t: usize) -> __m256i {
 pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
     let cols = xs.each_ref().map(|x| &x.packed[..]);
     let n = super_blocks(rows, xs);
-    let mut cells = Cells::new();
+    // SAFETY: this function's CPU has AVX.
+    let mut cells = unsafe { Cells::new() };
     for i in 0..n {
         let w = [&rows[0][i], &rows[1][i], &rows[2][i], &rows[3][i]];
         let mut sums = [_mm256_setzero_si256(); 16];
