@@ -195,6 +195,12 @@ fn ernie4_5_matches_llama_cpp() {
     on_every_backend("tiny@ernie4_5");
 }
 
+/// EXAONE 3.x: llama's graph with neox rope.
+#[test]
+fn exaone_matches_llama_cpp() {
+    on_every_backend("tiny@exaone");
+}
+
 /// Mixtral-style experts in a llama file: the router's two best of eight
 /// per token, renormalized; `mul_mat_id` on the CPU, the rest wherever the
 /// backend puts it.

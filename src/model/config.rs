@@ -76,6 +76,9 @@ pub enum Family {
     /// an attention output bias, which llama.cpp loads but never adds, is
     /// a load error here rather than a difference.
     Ernie45,
+    /// llama.cpp's `exaone` graph (LG EXAONE 3.0/3.5): llama's with neox
+    /// rope (rope frequency factors read as llama's).
+    Exaone,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -96,6 +99,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("qwen2moe", Family::Qwen2Moe),
     ("olmo2", Family::Olmo2),
     ("ernie4_5", Family::Ernie45),
+    ("exaone", Family::Exaone),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -117,6 +121,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "qwen2moe",
     "olmo2",
     "ernie4_5",
+    "exaone",
 ];
 
 /// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
@@ -417,6 +422,7 @@ impl ModelConfig {
             | Family::Olmoe
             | Family::Qwen2Moe
             | Family::Olmo2
+            | Family::Exaone
             | Family::Phi3 => RopeMode::Neox,
         };
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;

@@ -46,6 +46,8 @@ pub enum SyntheticArch {
     Gemma,
     /// `ernie4_5`: llama's layout under ERNIE 4.5's name.
     Ernie45,
+    /// `exaone`: llama's layout with neox rope.
+    Exaone,
     /// `llama` with a mixture of experts (Mixtral's layout): 8 experts of
     /// the feed-forward's width, 2 used per token.
     Mixtral,
@@ -246,6 +248,7 @@ impl SyntheticLlama {
             Some("gemma2") => SyntheticArch::Gemma2,
             Some("gemma") => SyntheticArch::Gemma,
             Some("ernie4_5") => SyntheticArch::Ernie45,
+            Some("exaone") => SyntheticArch::Exaone,
             Some("mixtral") => SyntheticArch::Mixtral,
             Some("qwen3moe") => SyntheticArch::Qwen3Moe,
             Some("granitemoe") => SyntheticArch::GraniteMoe,
@@ -254,7 +257,7 @@ impl SyntheticLlama {
             Some("olmo2") => SyntheticArch::Olmo2,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, gemma, ernie4_5, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
+                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, gemma, ernie4_5, exaone, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
             )))
             }
         };
@@ -301,6 +304,7 @@ impl SyntheticLlama {
             SyntheticArch::Gemma2 => "gemma2",
             SyntheticArch::Gemma => "gemma",
             SyntheticArch::Ernie45 => "ernie4_5",
+            SyntheticArch::Exaone => "exaone",
             SyntheticArch::Qwen3Moe => "qwen3moe",
             SyntheticArch::GraniteMoe => "granitemoe",
             SyntheticArch::Olmoe => "olmoe",
@@ -542,6 +546,7 @@ impl SyntheticLlama {
                 | SyntheticArch::Granite
                 | SyntheticArch::Gemma
                 | SyntheticArch::Ernie45
+                | SyntheticArch::Exaone
                 | SyntheticArch::Mixtral
                 | SyntheticArch::GraniteMoe => {}
             }

@@ -21,7 +21,11 @@ pub const ROPE_FACTORS_SHORT: &str = "rope_factors_short.weight";
 pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Result<RopeFactors> {
     let arch = g.architecture()?;
     let names: &[&str] = match family {
-        Family::Llama | Family::Mistral3 | Family::Granite | Family::GraniteMoe => &[ROPE_FACTORS],
+        Family::Llama
+        | Family::Mistral3
+        | Family::Granite
+        | Family::GraniteMoe
+        | Family::Exaone => &[ROPE_FACTORS],
         Family::Phi3 => &[ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT],
         Family::Gemma3
         | Family::Gemma2

@@ -293,6 +293,16 @@ fn ernie4_5_is_llama_and_refuses_an_output_bias() {
     assert!(e.to_string().contains("attn_output.bias"), "{e}");
 }
 
+/// EXAONE: llama's graph with neox rope, and llama's rope factors.
+#[test]
+fn exaone_is_llama_with_neox_rope_and_its_factors() {
+    let c = ModelConfig::from_gguf(&meta_of("exaone", &[], "")).unwrap();
+    assert_eq!((c.family, c.rope.mode), (Family::Exaone, RopeMode::Neox));
+    assert!(!c.has_qk_norm() && !c.has_post_norms() && c.embd_scale().is_none());
+    let c = with_rope_factors("exaone", DType::F32, 8).unwrap();
+    assert_eq!(c.rope_factors, RopeFactors::Freqs);
+}
+
 /// OLMo 2: norms after attention and the feed-forward only, whole q/k
 /// norms, neox rope; its sliding-window variant (OLMo 3) is an error.
 #[test]
