@@ -10,7 +10,7 @@
 //! Then llama with each quantized weight type (`tiny:q5_0`,
 //! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
 //! `tiny@qwen3moe`, `tiny@granitemoe`, `tiny@olmoe`, `tiny@qwen2moe`), the
-//! same way, and OLMo 2 (`tiny@olmo2`).
+//! same way, and OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`).
 
 mod fixtures;
 
@@ -243,6 +243,13 @@ fn qwen2moe_matches_llama_cpp() {
 #[test]
 fn olmo2_matches_llama_cpp() {
     on_every_backend("tiny@olmo2");
+}
+
+/// OLMo 3: OLMo 2 with a sliding window on the layers the file lists, roped
+/// without the YaRN scaling of the others.
+#[test]
+fn olmo3_matches_llama_cpp() {
+    on_every_backend("tiny@olmo3");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

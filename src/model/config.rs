@@ -2,9 +2,11 @@
 //! `general.architecture`) picks which graph variations apply.
 
 mod rope;
+mod swa;
 
 use rope::{rope_factors, rope_params, yarn_log_multiplier};
 pub use rope::{RopeFactors, ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT};
+use swa::sliding_window;
 
 use crate::gguf::Gguf;
 use crate::graph::{RopeMode, RopeParams};
@@ -70,7 +72,8 @@ pub enum Family {
     /// llama.cpp's `olmo2` graph (OLMo 2): llama's with neox rope, no norms
     /// before attention and the feed-forward but RMS norms after each
     /// (before the residual adds), and RMS norms over the whole q and k
-    /// projections; the sliding-window variant (OLMo 3) is not supported.
+    /// projections; OLMo 3 adds sliding-window layers (three of every
+    /// four unless the file lists them) roped without YaRN scaling.
     Olmo2,
     /// llama.cpp's `ernie4_5` graph (Baidu ERNIE 4.5 dense, 0.3B): llama's;
     /// an attention output bias, which llama.cpp loads but never adds, is
@@ -123,15 +126,6 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "ernie4_5",
     "exaone",
 ];
-
-/// Gemma 3's sliding-window layers: all but every sixth (llama.cpp's
-/// `set_swa_pattern(6)`), with their own rope base; Gemma 2's: every other
-/// one (`set_swa_pattern(2)`), with the other layers' rope, and a window of
-/// 4,096 where the file names none.
-const GEMMA3_SWA_PERIOD: usize = 6;
-const GEMMA3_SWA_FREQ_BASE: f32 = 10_000.0;
-const GEMMA2_SWA_PERIOD: usize = 2;
-const GEMMA2_SWA_DEFAULT: usize = 4096;
 
 /// The feed-forward's gate activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,9 +185,9 @@ pub struct ModelConfig {
     /// each residual branch before its add (`{arch}.residual_scale`), and
     /// the divisor of the logits (`{arch}.logit_scale`).
     pub scales: BranchScales,
-    /// Layers `il` with `il % swa_period < swa_period - 1` attend through
-    /// the sliding window (when `n_swa > 0`).
-    pub swa_period: usize,
+    /// Whether each layer attends through the sliding window (when
+    /// `n_swa > 0`).
+    pub swa_layers: Vec<bool>,
     /// Gemma 2's soft cap of the (scaled) attention scores:
     /// `cap * tanh(x / cap)` before the softmax.
     pub attn_softcap: Option<f32>,
@@ -445,31 +439,7 @@ impl ModelConfig {
             Family::Granite | Family::GraniteMoe => granite_scales(g, &arch)?,
             _ => (BranchScales::default(), None),
         };
-        // Only the Gemmas' windows are read (llama.cpp turns Phi-3's off).
-        let window = g.opt_usize(&key("attention.sliding_window"))?;
-        if family == Family::Olmo2 && window.is_some_and(|w| w > 0) {
-            return Err(Error::invalid(format!(
-                "{arch}: sliding-window attention (OLMo 3) is not supported"
-            )));
-        }
-        let (n_swa, swa_period) = match family {
-            Family::Gemma3 => (window.unwrap_or(0), GEMMA3_SWA_PERIOD),
-            Family::Gemma2 => (window.unwrap_or(GEMMA2_SWA_DEFAULT), GEMMA2_SWA_PERIOD),
-            _ => (0, GEMMA3_SWA_PERIOD),
-        };
-        let mut rope_swa = rope;
-        match family {
-            Family::Gemma3 if n_swa > 0 => {
-                rope_swa.freq_base = GEMMA3_SWA_FREQ_BASE;
-                rope_swa.freq_scale = 1.0;
-            }
-            Family::Gemma2 => {
-                if let Some(base) = g.opt_f32(&key("rope.freq_base_swa"))? {
-                    rope_swa.freq_base = base;
-                }
-            }
-            _ => {}
-        }
+        let swa = sliding_window(g, &arch, family, n_layer, &rope)?;
         let cap = |name: &str| -> Result<Option<f32>> {
             let cap = g.opt_f32(&key(name))?.filter(|&c| c != 0.0);
             match cap {
@@ -504,8 +474,8 @@ impl ModelConfig {
             // file has an output matrix.
             tied_output: family == Family::Gemma || g.tensor("output.weight").is_none(),
             family,
-            n_swa,
-            rope_swa,
+            n_swa: swa.n_swa,
+            rope_swa: swa.rope,
             kq_scale: match family {
                 // llama.cpp scales Gemma 3 27B (62 layers) by the residual
                 // width per head, not the head size.
@@ -517,7 +487,7 @@ impl ModelConfig {
             rope_factors,
             attn_temp_scale,
             scales,
-            swa_period,
+            swa_layers: swa.layers,
             attn_softcap,
             final_softcap,
             experts,
@@ -539,7 +509,7 @@ impl ModelConfig {
 
     /// Whether layer `il` attends through the sliding window.
     pub fn is_swa_layer(&self, il: usize) -> bool {
-        self.n_swa > 0 && il % self.swa_period < self.swa_period - 1
+        self.n_swa > 0 && self.swa_layers.get(il).copied().unwrap_or(false)
     }
 
     /// The tensor of rope frequency factors for a context of `n_ctx`

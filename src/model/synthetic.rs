@@ -12,66 +12,13 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+mod arch;
+
 use crate::gguf::GgufWriter;
 use crate::rng::Rng;
 use crate::{DType, Error, Result};
-
-/// Which architecture a synthetic model is written as: what it adds to
-/// llama's tensors and metadata.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SyntheticArch {
-    /// `llama`.
-    #[default]
-    Llama,
-    /// `llama` with `rope_freqs.weight` (Llama 3.1's long-context factors).
-    Llama3,
-    /// `qwen2`: neox rope, biases on the q/k/v projections.
-    Qwen2,
-    /// `qwen3`: neox rope, per-head q/k norms.
-    Qwen3,
-    /// `smollm3`: no rope on every fourth layer.
-    SmolLM3,
-    /// `phi3`: one q/k/v and one gate/up matrix, neox rope, LongRoPE's
-    /// short and long factors with a magnitude scale.
-    Phi3,
-    /// `mistral3`: YaRN over a 32nd of the training context with a
-    /// log multiplier, attention temperature scaling, rope factors.
-    Mistral3,
-    /// `granite`: embedding, attention, residual and logit scales.
-    Granite,
-    /// `gemma2`: post-norms, an 8-position window on every other layer,
-    /// soft caps of the attention scores and logits low enough to bite.
-    Gemma2,
-    /// `gemma`: GELU gating and scaled embeddings tied to the output.
-    Gemma,
-    /// `ernie4_5`: llama's layout under ERNIE 4.5's name.
-    Ernie45,
-    /// `exaone`: llama's layout with neox rope.
-    Exaone,
-    /// `llama` with a mixture of experts (Mixtral's layout): 8 experts of
-    /// the feed-forward's width, 2 used per token.
-    Mixtral,
-    /// `qwen3moe`: Qwen 3 with 8 experts of half the feed-forward's width
-    /// (`expert_feed_forward_length`), 2 used per token.
-    Qwen3Moe,
-    /// `granitemoe`: Granite's scales with 8 experts of the feed-forward's
-    /// width, 2 used per token, and a shared expert of half that width.
-    GraniteMoe,
-    /// `olmoe`: 8 experts of the feed-forward's width, 2 used per token,
-    /// weights not renormalized, whole-projection q/k norms, neox rope, as
-    /// many key/value heads as query heads (OLMoE's k norm spans
-    /// `n_embd`) and an output matrix of its own.
-    Olmoe,
-    /// `qwen2moe`: Qwen 2's biases with 8 experts of half the
-    /// feed-forward's width, 2 used per token, weights not renormalized, a
-    /// sigmoid-gated shared expert of half that width and an output matrix
-    /// of its own.
-    Qwen2Moe,
-    /// `olmo2`: norms after attention and the feed-forward instead of
-    /// before, whole-projection q/k norms, neox rope and an output matrix
-    /// of its own.
-    Olmo2,
-}
+pub use arch::SyntheticArch;
+use arch::ARCHES;
 
 /// Experts per layer and per token of the synthetic mixtures of experts
 /// but the `30b-a3b` shape's.
@@ -211,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -235,32 +182,19 @@ impl SyntheticLlama {
             )))
             }
         };
-        spec.arch = match arch {
-            None => spec.arch,
-            Some("llama") => SyntheticArch::Llama,
-            Some("llama3") => SyntheticArch::Llama3,
-            Some("qwen2") => SyntheticArch::Qwen2,
-            Some("qwen3") => SyntheticArch::Qwen3,
-            Some("smollm3") => SyntheticArch::SmolLM3,
-            Some("phi3") => SyntheticArch::Phi3,
-            Some("mistral3") => SyntheticArch::Mistral3,
-            Some("granite") => SyntheticArch::Granite,
-            Some("gemma2") => SyntheticArch::Gemma2,
-            Some("gemma") => SyntheticArch::Gemma,
-            Some("ernie4_5") => SyntheticArch::Ernie45,
-            Some("exaone") => SyntheticArch::Exaone,
-            Some("mixtral") => SyntheticArch::Mixtral,
-            Some("qwen3moe") => SyntheticArch::Qwen3Moe,
-            Some("granitemoe") => SyntheticArch::GraniteMoe,
-            Some("olmoe") => SyntheticArch::Olmoe,
-            Some("qwen2moe") => SyntheticArch::Qwen2Moe,
-            Some("olmo2") => SyntheticArch::Olmo2,
-            Some(other) => {
-                return Err(Error::invalid(format!(
-                "synthetic architecture '{other}': expected llama, llama3, qwen2, qwen3, smollm3, phi3, mistral3, granite, gemma2, gemma, ernie4_5, exaone, mixtral, qwen3moe, granitemoe, olmoe, qwen2moe or olmo2"
-            )))
-            }
-        };
+        if let Some(name) = arch {
+            spec.arch = ARCHES
+                .iter()
+                .find(|(n, _, _)| *n == name)
+                .map(|&(_, a, _)| a)
+                .ok_or_else(|| {
+                    let names: Vec<_> = ARCHES.iter().map(|(n, _, _)| *n).collect();
+                    Error::invalid(format!(
+                        "synthetic architecture '{name}': expected one of {}",
+                        names.join(", ")
+                    ))
+                })?;
+        }
         if spec.arch == SyntheticArch::Olmoe {
             spec.n_head_kv = spec.n_head;
         }
@@ -293,24 +227,10 @@ impl SyntheticLlama {
             )));
         }
         let mut w = GgufWriter::new();
-        let arch = match self.arch {
-            SyntheticArch::Llama | SyntheticArch::Llama3 | SyntheticArch::Mixtral => "llama",
-            SyntheticArch::Qwen2 => "qwen2",
-            SyntheticArch::Qwen3 => "qwen3",
-            SyntheticArch::SmolLM3 => "smollm3",
-            SyntheticArch::Phi3 => "phi3",
-            SyntheticArch::Mistral3 => "mistral3",
-            SyntheticArch::Granite => "granite",
-            SyntheticArch::Gemma2 => "gemma2",
-            SyntheticArch::Gemma => "gemma",
-            SyntheticArch::Ernie45 => "ernie4_5",
-            SyntheticArch::Exaone => "exaone",
-            SyntheticArch::Qwen3Moe => "qwen3moe",
-            SyntheticArch::GraniteMoe => "granitemoe",
-            SyntheticArch::Olmoe => "olmoe",
-            SyntheticArch::Qwen2Moe => "qwen2moe",
-            SyntheticArch::Olmo2 => "olmo2",
-        };
+        let arch = ARCHES
+            .iter()
+            .find(|(_, a, _)| *a == self.arch)
+            .map_or("llama", |&(_, _, name)| name);
         let key = |k: &str| format!("{arch}.{k}");
         w.add("general.architecture", arch)
             .add("general.name", "wginfer synthetic llama")
@@ -360,6 +280,20 @@ impl SyntheticLlama {
                 .add(key("residual_scale"), 0.3f32)
                 .add(key("logit_scale"), 2.5f32)
                 .add(key("attention.scale"), 0.4f32);
+        }
+        if self.arch == SyntheticArch::Olmo3 {
+            // Every other layer through the window, as the file lists
+            // them; YaRN (over a quarter of the training context) on the
+            // others only.
+            let sliding: Vec<bool> = (0..self.n_layer).map(|il| il % 2 == 0).collect();
+            w.add(key("attention.sliding_window"), 8u32)
+                .add(key("attention.sliding_window_pattern"), sliding)
+                .add(key("rope.scaling.type"), "yarn")
+                .add(key("rope.scaling.factor"), 4.0f32)
+                .add(
+                    key("rope.scaling.original_context_length"),
+                    (self.n_ctx_train / 4).max(1) as u32,
+                );
         }
         if self.arch == SyntheticArch::Gemma2 {
             w.add(key("attention.sliding_window"), 8u32)
@@ -419,7 +353,10 @@ impl SyntheticLlama {
         w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
         if matches!(
             self.arch,
-            SyntheticArch::Olmoe | SyntheticArch::Qwen2Moe | SyntheticArch::Olmo2
+            SyntheticArch::Olmoe
+                | SyntheticArch::Qwen2Moe
+                | SyntheticArch::Olmo2
+                | SyntheticArch::Olmo3
         ) {
             matrix(
                 &mut w,
@@ -462,7 +399,7 @@ impl SyntheticLlama {
         for il in 0..self.n_layer {
             let name = |s: &str| format!("blk.{il}.{s}.weight");
             let t = self.weight_type;
-            if self.arch != SyntheticArch::Olmo2 {
+            if !matches!(self.arch, SyntheticArch::Olmo2 | SyntheticArch::Olmo3) {
                 w.add_tensor(name("attn_norm"), DType::F32, &[e], ones(e))?;
                 w.add_tensor(name("ffn_norm"), DType::F32, &[e], ones(e))?;
             }
@@ -526,7 +463,7 @@ impl SyntheticLlama {
                     w.add_tensor(name("attn_q_norm"), DType::F32, &[e], values(e, 0.5, 1.5))?;
                     w.add_tensor(name("attn_k_norm"), DType::F32, &[kv], values(kv, 0.5, 1.5))?;
                 }
-                SyntheticArch::Olmo2 => {
+                SyntheticArch::Olmo2 | SyntheticArch::Olmo3 => {
                     w.add_tensor(name("attn_q_norm"), DType::F32, &[e], values(e, 0.5, 1.5))?;
                     w.add_tensor(name("attn_k_norm"), DType::F32, &[kv], values(kv, 0.5, 1.5))?;
                     for m in ["post_attention_norm", "post_ffw_norm"] {

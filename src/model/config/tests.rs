@@ -2,7 +2,7 @@
 
 use super::rope::DEFAULT_FREQ_BASE;
 use super::*;
-use crate::gguf::{GgufWriter, Value};
+use crate::gguf::{Array, GgufWriter, Value};
 use crate::DType;
 
 fn meta(extra: &[(&str, Value)], drop: &str) -> Gguf {
@@ -23,7 +23,11 @@ fn meta_of(arch: &str, extra: &[(&str, Value)], drop: &str) -> Gguf {
         ("llama.context_length", Value::U32(256)),
         ("tokenizer.ggml.tokens", vec!["a", "b", "c"].into()),
     ];
-    for (k, v) in base.into_iter().chain(extra.iter().cloned()) {
+    // An extra key replaces the base key of its name.
+    let base = base
+        .into_iter()
+        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+    for (k, v) in base.chain(extra.iter().cloned()) {
         if k != drop {
             w.add(k.replacen("llama.", &format!("{arch}."), 1), v);
         }
@@ -59,6 +63,7 @@ fn gemma3_has_its_window_rope_bases_and_variations() {
         &[
             ("llama.attention.sliding_window", Value::U32(512)),
             ("llama.rope.freq_base", Value::F32(1e6)),
+            ("llama.block_count", Value::U32(12)),
         ],
         "",
     ))
@@ -192,7 +197,8 @@ fn gemma2_reads_its_window_and_soft_caps() {
         ("llama.attn_logit_softcapping", Value::F32(50.0)),
         ("llama.final_logit_softcapping", Value::F32(30.0)),
     ];
-    let c = ModelConfig::from_gguf(&meta_of("gemma2", &caps, "")).unwrap();
+    let three_layers = [caps.as_slice(), &[("llama.block_count", Value::U32(3))]].concat();
+    let c = ModelConfig::from_gguf(&meta_of("gemma2", &three_layers, "")).unwrap();
     assert_eq!(c.family, Family::Gemma2);
     assert_eq!((c.attn_softcap, c.final_softcap), (Some(50.0), Some(30.0)));
     // A window of 4,096 on every other layer, with the same rope.
@@ -304,18 +310,60 @@ fn exaone_is_llama_with_neox_rope_and_its_factors() {
 }
 
 /// OLMo 2: norms after attention and the feed-forward only, whole q/k
-/// norms, neox rope; its sliding-window variant (OLMo 3) is an error.
+/// norms, neox rope. OLMo 3 (a window): three sliding layers of every four
+/// unless the file lists them, roped without YaRN.
 #[test]
 fn olmo2_norms_outputs_not_inputs() {
     let c = ModelConfig::from_gguf(&meta_of("olmo2", &[], "")).unwrap();
     assert_eq!(c.rope.mode, RopeMode::Neox);
     assert!(c.has_post_norms() && c.has_full_qk_norm() && !c.has_pre_norms());
     assert_eq!(c.layer_home_weight(), "post_attention_norm");
-    let swa = [("llama.attention.sliding_window", Value::U32(4096))];
-    let e = ModelConfig::from_gguf(&meta_of("olmo2", &swa, ""))
+    assert!(c.n_swa == 0 && !c.is_swa_layer(0));
+    let olmo3 = |extra: &[(&str, Value)]| {
+        let mut keys = vec![
+            ("llama.block_count", Value::U32(8)),
+            ("llama.attention.sliding_window", Value::U32(4096)),
+            ("llama.rope.scaling.type", "yarn".into()),
+            ("llama.rope.scaling.factor", Value::F32(8.0)),
+        ];
+        keys.extend(extra.iter().cloned());
+        ModelConfig::from_gguf(&meta_of("olmo2", &keys, ""))
+    };
+    let c = olmo3(&[]).unwrap();
+    let sliding: Vec<bool> = (0..8).map(|il| c.is_swa_layer(il)).collect();
+    assert_eq!(c.n_swa, 4096);
+    assert_eq!(sliding, [true, true, true, false, true, true, true, false]);
+    assert!(c.rope.ext_factor > 0.0 && c.rope.freq_scale == 0.125);
+    let swa = c.rope_of_layer(0);
+    assert_eq!(
+        (swa.freq_scale, swa.ext_factor, swa.attn_factor),
+        (1.0, 0.0, 1.0)
+    );
+    assert_eq!(
+        (swa.freq_base, c.rope_of_layer(3)),
+        (c.rope.freq_base, c.rope)
+    );
+    // The file's list, or period, wins.
+    let listed = [true, false, false, true, true, false, false, false];
+    let c = olmo3(&[(
+        "llama.attention.sliding_window_pattern",
+        Value::Array(Array::Bool(listed.to_vec())),
+    )])
+    .unwrap();
+    assert_eq!(
+        (0..8).map(|il| c.is_swa_layer(il)).collect::<Vec<_>>(),
+        listed
+    );
+    let c = olmo3(&[("llama.attention.sliding_window_pattern", Value::U32(2))]).unwrap();
+    assert!(c.is_swa_layer(0) && !c.is_swa_layer(1) && c.is_swa_layer(6));
+    let short = Value::Array(Array::Bool(vec![true; 3]));
+    let e = olmo3(&[("llama.attention.sliding_window_pattern", short)])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("sliding-window"), "{e}");
+    assert!(
+        e.contains("sliding_window_pattern") && e.contains("8 layers"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -1,0 +1,85 @@
+//! The architectures a synthetic model can be written as.
+
+/// Which architecture a synthetic model is written as: what it adds to
+/// llama's tensors and metadata.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyntheticArch {
+    /// `llama`.
+    #[default]
+    Llama,
+    /// `llama` with `rope_freqs.weight` (Llama 3.1's long-context factors).
+    Llama3,
+    /// `qwen2`: neox rope, biases on the q/k/v projections.
+    Qwen2,
+    /// `qwen3`: neox rope, per-head q/k norms.
+    Qwen3,
+    /// `smollm3`: no rope on every fourth layer.
+    SmolLM3,
+    /// `phi3`: one q/k/v and one gate/up matrix, neox rope, LongRoPE's
+    /// short and long factors with a magnitude scale.
+    Phi3,
+    /// `mistral3`: YaRN over a 32nd of the training context with a
+    /// log multiplier, attention temperature scaling, rope factors.
+    Mistral3,
+    /// `granite`: embedding, attention, residual and logit scales.
+    Granite,
+    /// `gemma2`: post-norms, an 8-position window on every other layer,
+    /// soft caps of the attention scores and logits low enough to bite.
+    Gemma2,
+    /// `gemma`: GELU gating and scaled embeddings tied to the output.
+    Gemma,
+    /// `ernie4_5`: llama's layout under ERNIE 4.5's name.
+    Ernie45,
+    /// `exaone`: llama's layout with neox rope.
+    Exaone,
+    /// `llama` with a mixture of experts (Mixtral's layout): 8 experts of
+    /// the feed-forward's width, 2 used per token.
+    Mixtral,
+    /// `qwen3moe`: Qwen 3 with 8 experts of half the feed-forward's width
+    /// (`expert_feed_forward_length`), 2 used per token.
+    Qwen3Moe,
+    /// `granitemoe`: Granite's scales with 8 experts of the feed-forward's
+    /// width, 2 used per token, and a shared expert of half that width.
+    GraniteMoe,
+    /// `olmoe`: 8 experts of the feed-forward's width, 2 used per token,
+    /// weights not renormalized, whole-projection q/k norms, neox rope, as
+    /// many key/value heads as query heads (OLMoE's k norm spans
+    /// `n_embd`) and an output matrix of its own.
+    Olmoe,
+    /// `qwen2moe`: Qwen 2's biases with 8 experts of half the
+    /// feed-forward's width, 2 used per token, weights not renormalized, a
+    /// sigmoid-gated shared expert of half that width and an output matrix
+    /// of its own.
+    Qwen2Moe,
+    /// `olmo2`: norms after attention and the feed-forward instead of
+    /// before, whole-projection q/k norms, neox rope and an output matrix
+    /// of its own.
+    Olmo2,
+    /// `olmo2` with OLMo 3's window: 8 positions on the layers the file
+    /// lists (every other one), YaRN on the others.
+    Olmo3,
+}
+
+/// Each architecture's name in presets (after `@`) and the
+/// `general.architecture` it is written as.
+pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
+    ("llama", SyntheticArch::Llama, "llama"),
+    ("llama3", SyntheticArch::Llama3, "llama"),
+    ("qwen2", SyntheticArch::Qwen2, "qwen2"),
+    ("qwen3", SyntheticArch::Qwen3, "qwen3"),
+    ("smollm3", SyntheticArch::SmolLM3, "smollm3"),
+    ("phi3", SyntheticArch::Phi3, "phi3"),
+    ("mistral3", SyntheticArch::Mistral3, "mistral3"),
+    ("granite", SyntheticArch::Granite, "granite"),
+    ("gemma2", SyntheticArch::Gemma2, "gemma2"),
+    ("gemma", SyntheticArch::Gemma, "gemma"),
+    ("ernie4_5", SyntheticArch::Ernie45, "ernie4_5"),
+    ("exaone", SyntheticArch::Exaone, "exaone"),
+    ("mixtral", SyntheticArch::Mixtral, "llama"),
+    ("qwen3moe", SyntheticArch::Qwen3Moe, "qwen3moe"),
+    ("granitemoe", SyntheticArch::GraniteMoe, "granitemoe"),
+    ("olmoe", SyntheticArch::Olmoe, "olmoe"),
+    ("qwen2moe", SyntheticArch::Qwen2Moe, "qwen2moe"),
+    ("olmo2", SyntheticArch::Olmo2, "olmo2"),
+    ("olmo3", SyntheticArch::Olmo3, "olmo2"),
+];
