@@ -1,7 +1,8 @@
 //! flash_attn_ext cases (llama.cpp's FLASH_ATTN_EXT without ALiBi, softcap
 //! or sinks): single-token decode and prompt shapes, GQA ratios 1, 3, 4 and
 //! 8, key counts that are not multiples of the kernel's 128-key tile, f16
-//! and f32 K/V, with and without a causal mask, and V read through a
+//! and f32 K/V, with and without a causal mask, prompts of query counts
+//! between the tiled kernel's tiles, and V read through a
 //! transposed view as the model's V cache stores it. Decode shapes with
 //! more than one tile of keys split them over workgroups on a GPU; the
 //! padded ones mask the keys past a position, as the model's cache padding
@@ -22,6 +23,13 @@ pub fn cases() -> Result<Vec<Case>> {
         (256, 4, 1, 200, 2, 200),
         (64, 9, 3, 2048, 1, 700),
         (128, 32, 8, 1024, 2, 1000),
+        // Prompts (the tiled kernel on a GPU): query and key counts past
+        // and between its tiles, head sizes below its largest, and key
+        // tiles no query sees.
+        (64, 6, 2, 100, 37, 100),
+        (128, 8, 8, 300, 70, 300),
+        (80, 4, 1, 45, 9, 45),
+        (64, 4, 4, 256, 20, 90),
     ] {
         for kv_type in [DType::F16, DType::F32] {
             for (masked, v_transposed) in [(true, true), (false, false)] {

@@ -4,7 +4,9 @@
 //! merges heads: four dispatches and the score tensor. When there are too
 //! few (head, query) pairs to fill the device (a decode step), the keys are
 //! also split over workgroups, whose partial results a second dispatch
-//! combines (flash decoding).
+//! combines (flash decoding). Prompts take `wgsl/flash_attn_tiled.wgsl`
+//! instead: a workgroup per 16 or 32 queries of a head, each tile of keys
+//! loaded once for all of them.
 
 use super::{key, OpEncoder};
 use crate::backend::wgpu::params::{Params, TensorParams};
@@ -24,6 +26,26 @@ const BODY_SPLIT: &[&str] = &[
     include_str!("../../../../wgsl/flash_attn_partial.wgsl"),
 ];
 const MERGE: &[&str] = &[include_str!("../../../../wgsl/flash_attn_merge.wgsl")];
+const TILED: &str = include_str!("../../../../wgsl/flash_attn_tiled.wgsl");
+/// The tiled kernel by head size: queries per workgroup (`BQ`) and the
+/// largest head size (`DMAX`) it holds, with its body.
+const TILED_SHAPES: [(usize, usize, &[&str]); 2] = [
+    (
+        32,
+        64,
+        &["const BQ: u32 = 32u;\nconst DMAX: u32 = 64u;\n", TILED],
+    ),
+    (
+        16,
+        128,
+        &["const BQ: u32 = 16u;\nconst DMAX: u32 = 128u;\n", TILED],
+    ),
+];
+/// Keys per tile of the tiled kernel (`BK`).
+const TILED_KEYS: usize = 32;
+/// Queries from which the tiled kernel runs: fewer are decode steps and
+/// small batches, which the per-query kernel (with key splits) keeps.
+const TILED_MIN_QUERIES: usize = 8;
 const NO_MASK: &str = "fn mask_at(key: u32, query: u32) -> f32 { return 0.0; }\n";
 const MASK_F32: &str =
     "fn mask_at(key: u32, query: u32) -> f32 { return load_e(p.y.x + query * p.y.y + key * 4u); }\n";
@@ -78,6 +100,23 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
     q.ne[0] <= MAX_D && v.ne[0] <= 2 * WG as usize && float(k.dtype) && float(v.dtype) && mask_ok
 }
 
+/// The tiled kernel's shape for queries of `d` dims (values of as many) and
+/// its workgroup memory in bytes, if it has one.
+fn tiled_shape(d: usize, dv: usize) -> Option<(usize, &'static [&'static str], u32)> {
+    let (bq, dmax, body) = TILED_SHAPES.into_iter().find(|&(_, dmax, _)| d <= dmax)?;
+    let floats = bq * dmax + TILED_KEYS * (dmax + 1) + bq * (TILED_KEYS + 1) + 3 * bq + 2;
+    (dv == d).then_some((bq, body, (4 * floats) as u32))
+}
+
+/// Whether prompt-sized attention of node `id` runs the tiled kernel.
+fn tiled(enc: &OpEncoder) -> Option<(usize, &'static [&'static str])> {
+    let node = enc.graph.node(enc.id);
+    let (q, v) = (enc.graph.layout(node.src[0]), enc.graph.layout(node.src[2]));
+    let (bq, body, bytes) = tiled_shape(q.ne[0], v.ne[0])?;
+    let fits = bytes <= enc.device.gpu.limits.max_compute_workgroup_storage_size;
+    (fits && q.ne[1] >= TILED_MIN_QUERIES && q.ne[3] == 1).then_some((bq, body))
+}
+
 pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
     let node = enc.graph.node(enc.id);
     let Op::FlashAttn { scale } = node.op else {
@@ -109,6 +148,18 @@ pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
     };
     let n = enc.graph.layout(enc.id).ne;
     let too_large = || enc.device.error("flash_attn is too large");
+    if let Some((bq, body)) = tiled(enc) {
+        let wg = enc.workgroup(WG);
+        let groups = n[2].div_ceil(bq) * n[1];
+        if wg == WG {
+            return Ok(vec![Dispatch {
+                key: key(enc, "flash_attn_tiled", &srcs, body, defs, false, wg),
+                bindings,
+                params,
+                workgroups: enc.grid(u32::try_from(groups).map_err(|_| too_large())?),
+            }]);
+        }
+    }
     let n_kv = enc.graph.layout(k).ne[1];
     let (chunk, splits) = if enc.device.split_keys {
         key_splits(n[1] * n[2], n_kv, n[0])
