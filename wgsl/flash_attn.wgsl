@@ -15,8 +15,6 @@
 // decode step's few (head, query) pairs still fill the GPU).
 
 const MAX_D: u32 = 256u;
-// The lowest finite f32: masked keys score -inf, below it.
-const NEG_INF: f32 = -3.40282347e38;
 
 var<workgroup> qs: array<f32, MAX_D>;
 var<workgroup> ps: array<f32, WG>;
@@ -86,10 +84,6 @@ fn weigh_values_paired(t0: u32, n: u32, hk: u32, dv: u32, lid: u32) -> vec2<f32>
         }
     }
     return out;
-}
-
-fn v_at(key: u32, kv_head: u32, dim: u32) -> f32 {
-    return load_c(p.x.x + dim * p.x.y + key * p.x.z + kv_head * p.x.w);
 }
 
 @compute @workgroup_size(WG)

@@ -14,8 +14,6 @@
 const BK: u32 = 32u;
 // Invocations per query.
 const TPQ: u32 = WG / BQ;
-// Scores at or below it are masked (a mask's -inf, a key past the end).
-const NEG_INF: f32 = -3.40282347e38;
 
 var<workgroup> q_tile: array<f32, BQ * DMAX>;
 // K, then V, of one tile: key j's dims at j * (DMAX + 1), padded so that
@@ -40,10 +38,6 @@ fn kv4(j: u32, i: u32, d: u32) -> vec4<f32> {
         }
     }
     return v;
-}
-
-fn v_at(key: u32, kv_head: u32, dim: u32) -> f32 {
-    return load_c(p.x.x + dim * p.x.y + key * p.x.z + kv_head * p.x.w);
 }
 
 @compute @workgroup_size(WG)

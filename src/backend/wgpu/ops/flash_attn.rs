@@ -16,12 +16,15 @@ use crate::graph::{Graph, Op, TensorId};
 use crate::tensor::Layout;
 use crate::{DType, Result};
 
+const COMMON: &str = include_str!("../../../../wgsl/flash_attn_common.wgsl");
 const ATTEND: &str = include_str!("../../../../wgsl/flash_attn.wgsl");
 const BODY: &[&str] = &[
+    COMMON,
     ATTEND,
     include_str!("../../../../wgsl/flash_attn_store.wgsl"),
 ];
 const BODY_SPLIT: &[&str] = &[
+    COMMON,
     ATTEND,
     include_str!("../../../../wgsl/flash_attn_partial.wgsl"),
 ];
@@ -29,17 +32,16 @@ const MERGE: &[&str] = &[include_str!("../../../../wgsl/flash_attn_merge.wgsl")]
 const TILED: &str = include_str!("../../../../wgsl/flash_attn_tiled.wgsl");
 /// The tiled kernel by head size: queries per workgroup (`BQ`) and the
 /// largest head size (`DMAX`) it holds, with its body.
-const TILED_SHAPES: [(usize, usize, &[&str]); 2] = [
-    (
-        32,
-        64,
-        &["const BQ: u32 = 32u;\nconst DMAX: u32 = 64u;\n", TILED],
-    ),
-    (
-        16,
-        128,
-        &["const BQ: u32 = 16u;\nconst DMAX: u32 = 128u;\n", TILED],
-    ),
+const TILED_SHAPES: [(usize, usize, &[&str]); 2] = [(32, 64, TILED_64), (16, 128, TILED_128)];
+const TILED_64: &[&str] = &[
+    "const BQ: u32 = 32u;\nconst DMAX: u32 = 64u;\n",
+    COMMON,
+    TILED,
+];
+const TILED_128: &[&str] = &[
+    "const BQ: u32 = 16u;\nconst DMAX: u32 = 128u;\n",
+    COMMON,
+    TILED,
 ];
 /// Keys per tile of the tiled kernel (`BK`).
 const TILED_KEYS: usize = 32;
