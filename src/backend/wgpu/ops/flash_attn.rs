@@ -254,6 +254,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn prompt_tiles_fit_32_kib_of_workgroup_memory() {
+        // 16 queries of up to 128 dims, or 32 of up to 64, as the kernel
+        // declares them; other head sizes take the per-query kernel.
+        let bytes = |d: usize| tiled_shape(d, d).map(|(bq, _, b)| (bq, b));
+        assert_eq!(
+            bytes(64),
+            Some((32, 4 * (32 * 64 + 32 * 65 + 32 * 33 + 96 + 2)))
+        );
+        assert_eq!(bytes(80).map(|(bq, _)| bq), Some(16));
+        assert!(bytes(128).is_some_and(|(_, b)| b <= 32 << 10));
+        assert!(bytes(256).is_none() && tiled_shape(128, 64).is_none());
+    }
+
+    #[test]
     fn keys_are_split_only_when_the_pairs_leave_the_device_idle() {
         // An 8B-class decode step: 32 heads, one query.
         assert_eq!(key_splits(32, 1024, 128), (512, 2));
