@@ -10,7 +10,8 @@
 //! Then llama with each quantized weight type (`tiny:q5_0`,
 //! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
 //! `tiny@qwen3moe`, `tiny@granitemoe`, `tiny@olmoe`, `tiny@qwen2moe`), the
-//! same way, and OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`).
+//! same way, OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`) and GLM-4
+//! (`tiny@glm4`).
 
 mod fixtures;
 
@@ -250,6 +251,13 @@ fn olmo2_matches_llama_cpp() {
 #[test]
 fn olmo3_matches_llama_cpp() {
     on_every_backend("tiny@olmo3");
+}
+
+/// GLM-4: norms before and after attention and the feed-forward, q/k/v
+/// biases, one gate/up matrix, and normal rope over half of each head.
+#[test]
+fn glm4_matches_llama_cpp() {
+    on_every_backend("tiny@glm4");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

@@ -82,6 +82,11 @@ pub enum Family {
     /// llama.cpp's `exaone` graph (LG EXAONE 3.0/3.5): llama's with neox
     /// rope (rope frequency factors read as llama's).
     Exaone,
+    /// llama.cpp's `glm4` graph (GLM-4-9B-0414, GLM-Z1): llama's with RMS
+    /// norms both before and after attention and the feed-forward, one
+    /// gate/up matrix (`ffn_up`, gate rows first), q/k/v biases, and
+    /// normal rope over part of each head (`rope.dimension_count`).
+    Glm4,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -103,6 +108,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("olmo2", Family::Olmo2),
     ("ernie4_5", Family::Ernie45),
     ("exaone", Family::Exaone),
+    ("glm4", Family::Glm4),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -125,6 +131,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "olmo2",
     "ernie4_5",
     "exaone",
+    "glm4",
 ];
 
 /// The feed-forward's gate activation.
@@ -195,6 +202,9 @@ pub struct ModelConfig {
     pub final_softcap: Option<f32>,
     /// The feed-forward's experts, for mixture-of-experts models.
     pub experts: Option<Experts>,
+    /// Whether q, k and v come from one matrix, `attn_qkv` (Phi-3, and
+    /// GLM-4 files converted with one).
+    pub fused_qkv: bool,
 }
 
 /// A mixture-of-experts feed-forward, as llama.cpp's `build_moe_ffn` with
@@ -300,6 +310,39 @@ pub struct BranchScales {
 /// means none. Granite's optional biases and its rope switch
 /// (`rope.scaling.finetuned` false: no rope at all) are not implemented,
 /// and a file that has them is an error.
+/// The layers the graph runs: `{arch}.block_count` less the trailing
+/// multi-token-prediction layers a file may carry for speculative decoding
+/// (`{arch}.nextn_predict_layers`, GLM's NextN), which llama.cpp loads but
+/// never evaluates.
+fn main_layers(g: &Gguf, arch: &str) -> Result<usize> {
+    let n_layer = g.get_usize(&format!("{arch}.block_count"))?;
+    let nextn_key = format!("{arch}.nextn_predict_layers");
+    let nextn = g.opt_usize(&nextn_key)?.unwrap_or(0);
+    if nextn >= n_layer && n_layer > 0 {
+        return Err(Error::invalid(format!(
+            "{arch}: {nextn_key} is {nextn} of {n_layer} layers; no layer would be left"
+        )));
+    }
+    Ok(n_layer - nextn.min(n_layer))
+}
+
+/// An error for a file whose rope is M-RoPE (`{arch}.rope.dimension_sections`
+/// with a section above 0: GLM-4.1V and other vision-language files, whose
+/// q/k rows are permuted for llama.cpp's multi-section rope).
+fn reject_mrope(g: &Gguf, arch: &str) -> Result<()> {
+    let key = format!("{arch}.rope.dimension_sections");
+    let sections = match g.opt_array(&key)? {
+        Some(a) => a.to_i64_vec().unwrap_or_default(),
+        None => return Ok(()),
+    };
+    if sections.iter().any(|&s| s != 0) {
+        return Err(Error::invalid(format!(
+            "{arch}: multi-section rope ({key} {sections:?}, vision-language files) is not supported"
+        )));
+    }
+    Ok(())
+}
+
 fn granite_scales(g: &Gguf, arch: &str) -> Result<(BranchScales, Option<f32>)> {
     let key = |s: &str| format!("{arch}.{s}");
     let nonzero = |v: Option<f32>| v.filter(|&v| v != 0.0);
@@ -346,7 +389,7 @@ impl ModelConfig {
                 ))
             })?;
         let key = |s: &str| format!("{arch}.{s}");
-        let n_layer = g.get_usize(&key("block_count"))?;
+        let n_layer = main_layers(g, &arch)?;
         let n_embd = g.get_usize(&key("embedding_length"))?;
         let n_ff = g.get_usize(&key("feed_forward_length"))?;
         let n_head = g.get_usize(&key("attention.head_count"))?;
@@ -406,7 +449,8 @@ impl ModelConfig {
             | Family::Ernie45
             | Family::Mistral3
             | Family::Granite
-            | Family::GraniteMoe => RopeMode::Normal,
+            | Family::GraniteMoe
+            | Family::Glm4 => RopeMode::Normal,
             Family::Gemma3
             | Family::Gemma2
             | Family::Gemma
@@ -419,6 +463,7 @@ impl ModelConfig {
             | Family::Exaone
             | Family::Phi3 => RopeMode::Neox,
         };
+        reject_mrope(g, &arch)?;
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
         let mut attn_temp_scale = 0.0;
         if family == Family::Mistral3 {
@@ -491,6 +536,8 @@ impl ModelConfig {
             attn_softcap,
             final_softcap,
             experts,
+            fused_qkv: family == Family::Phi3
+                || (family == Family::Glm4 && g.tensor("blk.0.attn_qkv.weight").is_some()),
         })
     }
 
@@ -529,10 +576,10 @@ impl ModelConfig {
         has(name).then_some(name)
     }
 
-    /// Whether q, k and v come from one matrix, `attn_qkv`, and gate and up
-    /// from one, `ffn_up` (gate rows first).
-    pub fn fused_projections(&self) -> bool {
-        self.family == Family::Phi3
+    /// Whether gate and up come from one matrix, `ffn_up` (gate rows
+    /// first).
+    pub fn fused_gate_up(&self) -> bool {
+        matches!(self.family, Family::Phi3 | Family::Glm4)
     }
 
     /// Whether layer `il` ropes its queries and keys (SmolLM3 leaves every
@@ -582,7 +629,10 @@ impl ModelConfig {
     /// Whether the attention and feed-forward outputs are rms-normed before
     /// their residual add (`post_attention_norm`, `post_ffw_norm`).
     pub fn has_post_norms(&self) -> bool {
-        matches!(self.family, Family::Gemma3 | Family::Gemma2 | Family::Olmo2)
+        matches!(
+            self.family,
+            Family::Gemma3 | Family::Gemma2 | Family::Olmo2 | Family::Glm4
+        )
     }
 
     /// The feed-forward's gate activation.

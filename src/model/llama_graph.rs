@@ -369,7 +369,7 @@ pub fn build(
             false => inp_l,
         };
         let home = w.home(&format!("blk.{il}.{}.weight", c.layer_home_weight()))?;
-        let [q, k, v] = match c.fused_projections() {
+        let [q, k, v] = match c.fused_qkv {
             true => {
                 let [qkv] = project(&mut g, w, il, ["attn_qkv"], cur, home)?;
                 split_rows(&mut g, qkv, [c.n_embd_q(), n_embd_kv, n_embd_kv])?
@@ -558,7 +558,7 @@ pub fn build(
 
 /// `cap * tanh(x * scale / cap)`: Gemma 2's soft cap of `x * scale`.
 /// `down(act(gate(x)) * up(x))` of layer `il`'s weights `[gate, up,
-/// down]`; Phi-3's gate and up are the halves of one `ffn_up`.
+/// down]`; Phi-3's and GLM-4's gate and up are the halves of one `ffn_up`.
 fn gated_ffn(
     g: &mut Graph,
     c: &ModelConfig,
@@ -568,7 +568,7 @@ fn gated_ffn(
     x: TensorId,
     home: usize,
 ) -> Result<TensorId> {
-    let [gate, up] = match c.fused_projections() {
+    let [gate, up] = match c.fused_gate_up() {
         true => {
             let [gate_up] = project(g, w, il, ["ffn_up"], x, home)?;
             split_rows(g, gate_up, [c.n_ff, c.n_ff])?

@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -232,6 +232,11 @@ impl SyntheticLlama {
             .find(|(_, a, _)| *a == self.arch)
             .map_or("llama", |&(_, _, name)| name);
         let key = |k: &str| format!("{arch}.{k}");
+        // GLM-4 ropes half of each head, as its files say.
+        let rope_dims = match self.arch {
+            SyntheticArch::Glm4 => head_dim / 2,
+            _ => head_dim,
+        };
         w.add("general.architecture", arch)
             .add("general.name", "wginfer synthetic llama")
             .add(key("block_count"), self.n_layer as u32)
@@ -240,7 +245,7 @@ impl SyntheticLlama {
             .add(key("feed_forward_length"), self.n_ff as u32)
             .add(key("attention.head_count"), self.n_head as u32)
             .add(key("attention.head_count_kv"), self.n_head_kv as u32)
-            .add(key("rope.dimension_count"), head_dim as u32)
+            .add(key("rope.dimension_count"), rope_dims as u32)
             .add(key("rope.freq_base"), 10000.0f32)
             .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
         if self.arch == SyntheticArch::Phi3 {
@@ -439,7 +444,7 @@ impl SyntheticLlama {
                     matrix(&mut w, name("ffn_up_shexp"), t, [e, ff / 2])?;
                     matrix(&mut w, name("ffn_down_shexp"), t, [ff / 2, e])?;
                 }
-            } else if self.arch == SyntheticArch::Phi3 {
+            } else if matches!(self.arch, SyntheticArch::Phi3 | SyntheticArch::Glm4) {
                 matrix(&mut w, name("ffn_up"), t, [e, 2 * ff])?;
                 matrix(&mut w, name("ffn_down"), t, [ff, e])?;
             } else {
@@ -449,7 +454,7 @@ impl SyntheticLlama {
             }
             let bias = |s: &str| format!("blk.{il}.{s}.bias");
             match self.arch {
-                SyntheticArch::Qwen2 | SyntheticArch::Qwen2Moe => {
+                SyntheticArch::Qwen2 | SyntheticArch::Qwen2Moe | SyntheticArch::Glm4 => {
                     for (m, n) in [("attn_q", e), ("attn_k", kv), ("attn_v", kv)] {
                         w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
                     }
@@ -470,12 +475,8 @@ impl SyntheticLlama {
                         w.add_tensor(name(m), DType::F32, &[e], values(e, 0.5, 1.5))?;
                     }
                 }
-                SyntheticArch::Gemma2 => {
-                    for m in ["post_attention_norm", "post_ffw_norm"] {
-                        w.add_tensor(name(m), DType::F32, &[e], values(e, 0.5, 1.5))?;
-                    }
-                }
-                SyntheticArch::Llama
+                SyntheticArch::Gemma2
+                | SyntheticArch::Llama
                 | SyntheticArch::Llama3
                 | SyntheticArch::SmolLM3
                 | SyntheticArch::Phi3
@@ -486,6 +487,11 @@ impl SyntheticLlama {
                 | SyntheticArch::Exaone
                 | SyntheticArch::Mixtral
                 | SyntheticArch::GraniteMoe => {}
+            }
+            if matches!(self.arch, SyntheticArch::Gemma2 | SyntheticArch::Glm4) {
+                for m in ["post_attention_norm", "post_ffw_norm"] {
+                    w.add_tensor(name(m), DType::F32, &[e], values(e, 0.5, 1.5))?;
+                }
             }
         }
         w.write_file(path)

@@ -179,7 +179,10 @@ pub(super) fn load(g: &Gguf) -> Result<Tokenizer> {
         ),
     };
     let llama3 = pre_name.as_deref().is_some_and(PreTokenizer::llama3_flags);
-    let ignore_merges = model == TokenizerModel::Bpe && llama3;
+    let ignore_merges = model == TokenizerModel::Bpe
+        && pre_name
+            .as_deref()
+            .is_some_and(PreTokenizer::ignores_merges);
     let (d_bos, d_eos, d_unk) = match model {
         TokenizerModel::Spm => (Some(1), Some(2), Some(0)),
         TokenizerModel::Bpe => (Some(11), Some(11), None),

@@ -49,7 +49,9 @@ impl PreTokenizer {
             "starcoder" | "refact" | "command-r" | "smollm" | "codeshell" | "exaone"
             | "minerva-7b" => PreTokenizer::Starcoder,
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
-            | "midm-2.0" | "lfm2" | "dbrx" | "smaug-bpe" => PreTokenizer::Llama3,
+            | "midm-2.0" | "lfm2" | "dbrx" | "smaug-bpe" | "chatglm-bpe" | "glm4" | "glm5" => {
+                PreTokenizer::Llama3
+            }
             "qwen2" | "deepseek-r1-qwen" | "kormo" | "stablelm2" | "megrez" | "hunyuan" => {
                 PreTokenizer::Qwen2
             }
@@ -73,6 +75,13 @@ impl PreTokenizer {
                 | "midm-2.0"
                 | "lfm2"
         )
+    }
+
+    /// Whether llama.cpp takes a word that is a whole vocabulary entry as
+    /// it is, without merging: the Llama 3 family, and GLM-4/5 (which add
+    /// no BOS).
+    pub(super) fn ignores_merges(name: &str) -> bool {
+        Self::llama3_flags(name) || matches!(name, "glm4" | "glm5")
     }
 
     /// The regexes, in the order they are applied.
@@ -187,5 +196,9 @@ mod tests {
         );
         assert_eq!(PreTokenizer::from_name("gpt-2"), Some(PreTokenizer::Gpt2));
         assert_eq!(PreTokenizer::from_name("nope"), None);
+        // GLM-4 splits as Llama 3 and keeps whole-word tokens, without
+        // Llama 3's default BOS.
+        assert_eq!(PreTokenizer::from_name("glm4"), Some(PreTokenizer::Llama3));
+        assert!(PreTokenizer::ignores_merges("glm4") && !PreTokenizer::llama3_flags("glm4"));
     }
 }

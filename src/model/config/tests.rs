@@ -150,7 +150,7 @@ fn smollm3_skips_rope_on_every_fourth_layer() {
 #[test]
 fn phi3_takes_short_factors_within_the_training_context() {
     let mut c = ModelConfig::from_gguf(&meta_of("phi3", &[], "")).unwrap();
-    assert!(c.fused_projections() && c.rope.mode == RopeMode::Neox);
+    assert!(c.fused_qkv && c.fused_gate_up() && c.rope.mode == RopeMode::Neox);
     assert_eq!(c.rope_factors, RopeFactors::None);
     c.rope_factors = RopeFactors::LongShort;
     let both = |_: &str| true;
@@ -492,4 +492,40 @@ fn huge_key_length_is_an_error() {
     ))
     .unwrap_err();
     assert!(e.to_string().contains("overflows"), "{e}");
+}
+
+#[test]
+fn glm4_norms_both_sides_and_ropes_part_of_each_head() {
+    let dims = [("llama.rope.dimension_count", Value::U32(8))];
+    let c = ModelConfig::from_gguf(&meta_of("glm4", &dims, "")).unwrap();
+    assert_eq!(
+        (c.family, c.rope.mode, c.rope.n_dims),
+        (Family::Glm4, RopeMode::Normal, 8)
+    );
+    assert!(c.has_pre_norms() && c.has_post_norms() && c.fused_gate_up());
+    // q/k/v are one matrix only where the file has one.
+    assert!(!c.fused_qkv && !c.has_qk_norm());
+}
+
+#[test]
+fn nextn_layers_are_not_evaluated() {
+    let nextn = |n: u32| {
+        [
+            ("llama.block_count", Value::U32(3)),
+            ("llama.nextn_predict_layers", Value::U32(n)),
+        ]
+    };
+    let c = ModelConfig::from_gguf(&meta_of("glm4", &nextn(1), "")).unwrap();
+    assert_eq!(c.n_layer, 2);
+    let err = ModelConfig::from_gguf(&meta_of("glm4", &nextn(3), "")).unwrap_err();
+    assert!(err.to_string().contains("nextn_predict_layers"), "{err}");
+}
+
+#[test]
+fn multi_section_rope_is_an_error() {
+    let sections = |v: Vec<i32>| [("llama.rope.dimension_sections", Value::Array(Array::I32(v)))];
+    let err =
+        ModelConfig::from_gguf(&meta_of("glm4", &sections(vec![8, 12, 12, 0]), "")).unwrap_err();
+    assert!(err.to_string().contains("multi-section rope"), "{err}");
+    assert!(ModelConfig::from_gguf(&meta_of("glm4", &sections(vec![0; 4]), "")).is_ok());
 }

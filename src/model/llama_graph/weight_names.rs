@@ -39,7 +39,7 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
         if c.has_pre_norms() {
             out.extend([blk("attn_norm", vec![e]), blk("ffn_norm", vec![e])]);
         }
-        if c.fused_projections() {
+        if c.fused_qkv {
             out.push(blk("attn_qkv", vec![e, q + 2 * kv]));
         } else {
             out.extend([
@@ -48,7 +48,7 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
                 blk("attn_v", vec![e, kv]),
             ]);
         }
-        match (c.experts, c.fused_projections()) {
+        match (c.experts, c.fused_gate_up()) {
             (Some(x), _) => {
                 out.extend([
                     blk("ffn_gate_inp", vec![e, x.n_expert]),

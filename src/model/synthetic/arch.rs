@@ -58,6 +58,10 @@ pub enum SyntheticArch {
     /// `olmo2` with OLMo 3's window: 8 positions on the layers the file
     /// lists (every other one), YaRN on the others.
     Olmo3,
+    /// `glm4`: norms before and after attention and the feed-forward,
+    /// q/k/v biases, one gate/up matrix, normal rope over half of each
+    /// head.
+    Glm4,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -82,4 +86,5 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ("qwen2moe", SyntheticArch::Qwen2Moe, "qwen2moe"),
     ("olmo2", SyntheticArch::Olmo2, "olmo2"),
     ("olmo3", SyntheticArch::Olmo3, "olmo2"),
+    ("glm4", SyntheticArch::Glm4, "glm4"),
 ];
