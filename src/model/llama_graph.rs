@@ -49,8 +49,8 @@ pub enum FlashAttn {
     /// H200 it decodes 3-6% faster than the scores product, soft_max and
     /// values product it replaces; prompts run them still, as they run on
     /// cooperative matrices where the tiled flash-attention kernel does
-    /// not (on an H100 the 1B shape's pp512 is 24,748 tok/s through them,
-    /// 19,787 through it). On the CPU it saves nothing.
+    /// not (on an H100 the 1B shape's pp512 is 23,756 tok/s through them,
+    /// 21,989 through it). On the CPU it saves nothing.
     #[default]
     Auto,
     /// Always.

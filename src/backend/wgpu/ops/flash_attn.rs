@@ -106,7 +106,8 @@ pub fn supports(graph: &Graph, id: TensorId) -> bool {
 /// its workgroup memory in bytes, if it has one.
 fn tiled_shape(d: usize, dv: usize) -> Option<(usize, &'static [&'static str], u32)> {
     let (bq, dmax, body) = TILED_SHAPES.into_iter().find(|&(_, dmax, _)| d <= dmax)?;
-    let floats = bq * dmax + TILED_KEYS * (dmax + 1) + bq * (TILED_KEYS + 1) + 3 * bq + 2;
+    let floats =
+        bq * dmax + TILED_KEYS * (dmax + 1) + bq * (TILED_KEYS + 1) + WG as usize + 3 * bq + 2;
     (dv == d).then_some((bq, body, (4 * floats) as u32))
 }
 
@@ -260,7 +261,7 @@ mod tests {
         let bytes = |d: usize| tiled_shape(d, d).map(|(bq, _, b)| (bq, b));
         assert_eq!(
             bytes(64),
-            Some((32, 4 * (32 * 64 + 32 * 65 + 32 * 33 + 96 + 2)))
+            Some((32, 4 * (32 * 64 + 32 * 65 + 32 * 33 + 128 + 96 + 2)))
         );
         assert_eq!(bytes(80).map(|(bq, _)| bq), Some(16));
         assert!(bytes(128).is_some_and(|(_, b)| b <= 32 << 10));
