@@ -10,8 +10,8 @@
 //! Then llama with each quantized weight type (`tiny:q5_0`,
 //! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
 //! `tiny@qwen3moe`, `tiny@granitemoe`, `tiny@olmoe`, `tiny@qwen2moe`), the
-//! same way, OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`) and GLM-4
-//! (`tiny@glm4`).
+//! same way, OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`) GLM-4
+//! (`tiny@glm4`) and EXAONE 4 (`tiny@exaone4`, `tiny@exaone4-swa`).
 
 mod fixtures;
 
@@ -258,6 +258,21 @@ fn olmo3_matches_llama_cpp() {
 #[test]
 fn glm4_matches_llama_cpp() {
     on_every_backend("tiny@glm4");
+}
+
+/// EXAONE 4: norms after attention and the feed-forward only, per-head
+/// q/k norms, neox rope.
+#[test]
+fn exaone4_matches_llama_cpp() {
+    on_every_backend("tiny@exaone4");
+}
+
+/// EXAONE 4 at the depth llama.cpp gives a window (64 layers): three of
+/// every four layers through it, the fourth attending to every position
+/// without rope.
+#[test]
+fn exaone4_window_matches_llama_cpp() {
+    on_every_backend("tiny@exaone4-swa");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

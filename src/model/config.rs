@@ -87,6 +87,12 @@ pub enum Family {
     /// gate/up matrix (`ffn_up`, gate rows first), q/k/v biases, and
     /// normal rope over part of each head (`rope.dimension_count`).
     Glm4,
+    /// llama.cpp's `exaone4` graph (LG EXAONE 4.0): no norms before
+    /// attention and the feed-forward but RMS norms after each, per-head
+    /// q/k norms, neox rope; the 64-layer (32B) shape alone attends
+    /// through a sliding window on three layers of four, roping only
+    /// those.
+    Exaone4,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -109,6 +115,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("ernie4_5", Family::Ernie45),
     ("exaone", Family::Exaone),
     ("glm4", Family::Glm4),
+    ("exaone4", Family::Exaone4),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -132,6 +139,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "ernie4_5",
     "exaone",
     "glm4",
+    "exaone4",
 ];
 
 /// The feed-forward's gate activation.
@@ -461,6 +469,7 @@ impl ModelConfig {
             | Family::Qwen2Moe
             | Family::Olmo2
             | Family::Exaone
+            | Family::Exaone4
             | Family::Phi3 => RopeMode::Neox,
         };
         reject_mrope(g, &arch)?;
@@ -583,9 +592,14 @@ impl ModelConfig {
     }
 
     /// Whether layer `il` ropes its queries and keys (SmolLM3 leaves every
-    /// fourth layer without positions).
+    /// fourth layer without positions, EXAONE 4 with a window its global
+    /// layers).
     pub fn ropes_layer(&self, il: usize) -> bool {
-        self.family != Family::SmolLM3 || !(il + 1).is_multiple_of(SMOLLM3_NOPE_PERIOD)
+        match self.family {
+            Family::SmolLM3 => !(il + 1).is_multiple_of(SMOLLM3_NOPE_PERIOD),
+            Family::Exaone4 if self.n_swa > 0 => self.is_swa_layer(il),
+            _ => true,
+        }
     }
 
     /// The rope of layer `il`.
@@ -603,9 +617,10 @@ impl ModelConfig {
     }
 
     /// Whether attention and the feed-forward read their input rms-normed
-    /// (`attn_norm`, `ffn_norm`); OLMo 2 norms their outputs only.
+    /// (`attn_norm`, `ffn_norm`); OLMo 2 and EXAONE 4 norm their outputs
+    /// only.
     pub fn has_pre_norms(&self) -> bool {
-        self.family != Family::Olmo2
+        !matches!(self.family, Family::Olmo2 | Family::Exaone4)
     }
 
     /// The layer weight whose backend the layer's products run on: its
@@ -622,7 +637,7 @@ impl ModelConfig {
     pub fn has_qk_norm(&self) -> bool {
         matches!(
             self.family,
-            Family::Gemma3 | Family::Qwen3 | Family::Qwen3Moe
+            Family::Gemma3 | Family::Qwen3 | Family::Qwen3Moe | Family::Exaone4
         )
     }
 
@@ -631,7 +646,7 @@ impl ModelConfig {
     pub fn has_post_norms(&self) -> bool {
         matches!(
             self.family,
-            Family::Gemma3 | Family::Gemma2 | Family::Olmo2 | Family::Glm4
+            Family::Gemma3 | Family::Gemma2 | Family::Olmo2 | Family::Glm4 | Family::Exaone4
         )
     }
 

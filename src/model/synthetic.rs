@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -197,6 +197,10 @@ impl SyntheticLlama {
         }
         if spec.arch == SyntheticArch::Olmoe {
             spec.n_head_kv = spec.n_head;
+        }
+        if spec.arch == SyntheticArch::Exaone4Swa {
+            // The one depth llama.cpp gives EXAONE 4 a window at.
+            spec.n_layer = 64;
         }
         if let Some(t) = weights {
             spec.weight_type = DType::from_name(t)
@@ -299,6 +303,9 @@ impl SyntheticLlama {
                     key("rope.scaling.original_context_length"),
                     (self.n_ctx_train / 4).max(1) as u32,
                 );
+        }
+        if self.arch == SyntheticArch::Exaone4Swa {
+            w.add(key("attention.sliding_window"), 8u32);
         }
         if self.arch == SyntheticArch::Gemma2 {
             w.add(key("attention.sliding_window"), 8u32)
@@ -404,7 +411,14 @@ impl SyntheticLlama {
         for il in 0..self.n_layer {
             let name = |s: &str| format!("blk.{il}.{s}.weight");
             let t = self.weight_type;
-            if !matches!(self.arch, SyntheticArch::Olmo2 | SyntheticArch::Olmo3) {
+            let post_norms_only = matches!(
+                self.arch,
+                SyntheticArch::Olmo2
+                    | SyntheticArch::Olmo3
+                    | SyntheticArch::Exaone4
+                    | SyntheticArch::Exaone4Swa
+            );
+            if !post_norms_only {
                 w.add_tensor(name("attn_norm"), DType::F32, &[e], ones(e))?;
                 w.add_tensor(name("ffn_norm"), DType::F32, &[e], ones(e))?;
             }
@@ -459,7 +473,10 @@ impl SyntheticLlama {
                         w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
                     }
                 }
-                SyntheticArch::Qwen3 | SyntheticArch::Qwen3Moe => {
+                SyntheticArch::Qwen3
+                | SyntheticArch::Qwen3Moe
+                | SyntheticArch::Exaone4
+                | SyntheticArch::Exaone4Swa => {
                     for m in ["attn_q_norm", "attn_k_norm"] {
                         w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
                     }
@@ -488,7 +505,14 @@ impl SyntheticLlama {
                 | SyntheticArch::Mixtral
                 | SyntheticArch::GraniteMoe => {}
             }
-            if matches!(self.arch, SyntheticArch::Gemma2 | SyntheticArch::Glm4) {
+            let post_norms = matches!(
+                self.arch,
+                SyntheticArch::Gemma2
+                    | SyntheticArch::Glm4
+                    | SyntheticArch::Exaone4
+                    | SyntheticArch::Exaone4Swa
+            );
+            if post_norms {
                 for m in ["post_attention_norm", "post_ffw_norm"] {
                     w.add_tensor(name(m), DType::F32, &[e], values(e, 0.5, 1.5))?;
                 }

@@ -25,7 +25,8 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::Mistral3
         | Family::Granite
         | Family::GraniteMoe
-        | Family::Exaone => &[ROPE_FACTORS],
+        | Family::Exaone
+        | Family::Exaone4 => &[ROPE_FACTORS],
         Family::Phi3 => &[ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT],
         Family::Gemma3
         | Family::Gemma2

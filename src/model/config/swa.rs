@@ -14,12 +14,19 @@ use crate::{Error, Result};
 /// names one); Gemma 2: every other layer (`load_swa_pattern(2)`), the
 /// other layers' rope and a window of 4,096 where the file names none;
 /// OLMo 3 (`olmo2` with a window): three of every four
-/// (`load_swa_pattern(4)`), plain rope without YaRN scaling.
+/// (`load_swa_pattern(4)`), plain rope without YaRN scaling; EXAONE 4:
+/// only its 64-layer shape has a window (llama.cpp's check; 4,096 where
+/// the file names none), three layers of every four, roped as the others
+/// (llama.cpp reads `rope.freq_base_swa` there but its graph ropes every
+/// layer at the common base).
 const GEMMA3_PERIOD: usize = 6;
 const GEMMA3_FREQ_BASE: f32 = 10_000.0;
 const GEMMA2_PERIOD: usize = 2;
 const GEMMA2_WINDOW: usize = 4096;
 const OLMO3_PERIOD: usize = 4;
+const EXAONE4_PERIOD: usize = 4;
+const EXAONE4_WINDOW: usize = 4096;
+const EXAONE4_SWA_LAYERS: usize = 64;
 
 /// A model's sliding window: `n_swa` 0 means none.
 pub(super) struct SlidingWindow {
@@ -59,6 +66,9 @@ pub(super) fn sliding_window(
             swa_rope.ext_factor = 0.0;
             swa_rope.attn_factor = 1.0;
             (window.unwrap_or(0), OLMO3_PERIOD)
+        }
+        Family::Exaone4 if n_layer == EXAONE4_SWA_LAYERS => {
+            (window.unwrap_or(EXAONE4_WINDOW), EXAONE4_PERIOD)
         }
         _ => (0, 1),
     };

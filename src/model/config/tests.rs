@@ -529,3 +529,25 @@ fn multi_section_rope_is_an_error() {
     assert!(err.to_string().contains("multi-section rope"), "{err}");
     assert!(ModelConfig::from_gguf(&meta_of("glm4", &sections(vec![0; 4]), "")).is_ok());
 }
+
+#[test]
+fn exaone4_has_a_window_at_64_layers_only() {
+    let layers = |n: u32| [("llama.block_count", Value::U32(n))];
+    let c = ModelConfig::from_gguf(&meta_of("exaone4", &layers(30), "")).unwrap();
+    assert_eq!(
+        (c.family, c.rope.mode, c.n_swa),
+        (Family::Exaone4, RopeMode::Neox, 0)
+    );
+    assert!(!c.has_pre_norms() && c.has_post_norms() && c.has_qk_norm());
+    assert!((0..30).all(|il| c.ropes_layer(il)));
+    let c = ModelConfig::from_gguf(&meta_of("exaone4", &layers(64), "")).unwrap();
+    assert_eq!(c.n_swa, 4096);
+    // Three sliding, roped layers of every four; the fourth global, unroped.
+    let pattern: Vec<(bool, bool)> = (0..4)
+        .map(|il| (c.is_swa_layer(il), c.ropes_layer(il)))
+        .collect();
+    assert_eq!(
+        pattern,
+        [(true, true), (true, true), (true, true), (false, false)]
+    );
+}

@@ -62,6 +62,13 @@ pub enum SyntheticArch {
     /// q/k/v biases, one gate/up matrix, normal rope over half of each
     /// head.
     Glm4,
+    /// `exaone4`: norms after attention and the feed-forward only,
+    /// per-head q/k norms, neox rope.
+    Exaone4,
+    /// `exaone4` with 64 layers, the shape llama.cpp gives a window: 8
+    /// positions on three layers of four (the default pattern), the
+    /// fourth without rope.
+    Exaone4Swa,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -87,4 +94,6 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ("olmo2", SyntheticArch::Olmo2, "olmo2"),
     ("olmo3", SyntheticArch::Olmo3, "olmo2"),
     ("glm4", SyntheticArch::Glm4, "glm4"),
+    ("exaone4", SyntheticArch::Exaone4, "exaone4"),
+    ("exaone4-swa", SyntheticArch::Exaone4Swa, "exaone4"),
 ];
