@@ -11,7 +11,8 @@
 //! `tiny-k:iq4_xs`, ...), and the mixtures of experts (`tiny@mixtral`,
 //! `tiny@qwen3moe`, `tiny@granitemoe`, `tiny@olmoe`, `tiny@qwen2moe`), the
 //! same way, OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`) GLM-4
-//! (`tiny@glm4`) and EXAONE 4 (`tiny@exaone4`, `tiny@exaone4-swa`).
+//! (`tiny@glm4`) EXAONE 4
+//! (`tiny@exaone4`, `tiny@exaone4-swa`) and Hunyuan dense (`tiny@hunyuan-dense`).
 
 mod fixtures;
 
@@ -273,6 +274,13 @@ fn exaone4_matches_llama_cpp() {
 #[test]
 fn exaone4_window_matches_llama_cpp() {
     on_every_backend("tiny@exaone4-swa");
+}
+
+/// Hunyuan dense: neox rope, then per-head q/k norms of the roped queries
+/// and keys.
+#[test]
+fn hunyuan_dense_matches_llama_cpp() {
+    on_every_backend("tiny@hunyuan-dense");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

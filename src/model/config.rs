@@ -93,6 +93,9 @@ pub enum Family {
     /// through a sliding window on three layers of four, roping only
     /// those.
     Exaone4,
+    /// llama.cpp's `hunyuan-dense` graph (Tencent Hunyuan 0.5B-7B dense):
+    /// llama's with neox rope and per-head q/k norms after the rope.
+    HunyuanDense,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -116,6 +119,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("exaone", Family::Exaone),
     ("glm4", Family::Glm4),
     ("exaone4", Family::Exaone4),
+    ("hunyuan-dense", Family::HunyuanDense),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -140,6 +144,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "exaone",
     "glm4",
     "exaone4",
+    "hunyuan-dense",
 ];
 
 /// The feed-forward's gate activation.
@@ -246,7 +251,11 @@ pub struct Experts {
 /// are an error).
 fn experts(g: &Gguf, arch: &str, family: Family, n_ff: usize) -> Result<Option<Experts>> {
     let key = |s: &str| format!("{arch}.{s}");
-    let n_expert = g.opt_usize(&key("expert_count"))?.unwrap_or(0);
+    let n_expert = match g.opt_usize(&key("expert_count"))?.unwrap_or(0) {
+        // Hunyuan's dense files may say one expert: llama.cpp reads none.
+        n if n <= 1 && family == Family::HunyuanDense => 0,
+        n => n,
+    };
     let moe_only = matches!(
         family,
         Family::Qwen3Moe | Family::GraniteMoe | Family::Olmoe | Family::Qwen2Moe
@@ -470,6 +479,7 @@ impl ModelConfig {
             | Family::Olmo2
             | Family::Exaone
             | Family::Exaone4
+            | Family::HunyuanDense
             | Family::Phi3 => RopeMode::Neox,
         };
         reject_mrope(g, &arch)?;
@@ -637,8 +647,18 @@ impl ModelConfig {
     pub fn has_qk_norm(&self) -> bool {
         matches!(
             self.family,
-            Family::Gemma3 | Family::Qwen3 | Family::Qwen3Moe | Family::Exaone4
+            Family::Gemma3
+                | Family::Qwen3
+                | Family::Qwen3Moe
+                | Family::Exaone4
+                | Family::HunyuanDense
         )
+    }
+
+    /// Whether the per-head q/k norms apply to the roped queries and keys
+    /// (Hunyuan) rather than before the rope.
+    pub fn qk_norm_after_rope(&self) -> bool {
+        self.family == Family::HunyuanDense
     }
 
     /// Whether the attention and feed-forward outputs are rms-normed before

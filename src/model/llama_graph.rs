@@ -395,7 +395,8 @@ pub fn build(
         };
         let mut q = heads(&mut g, q, n_head)?;
         let mut k = heads(&mut g, k, n_head_kv)?;
-        if c.has_qk_norm() {
+        let qk_norm = c.has_qk_norm();
+        if qk_norm && !c.qk_norm_after_rope() {
             q = norm(&mut g, q, il, "attn_q_norm")?;
             k = norm(&mut g, k, il, "attn_k_norm")?;
         }
@@ -406,6 +407,13 @@ pub fn build(
             true => (
                 g.rope_ext_inplace(q, positions, rope_factors, rope)?,
                 g.rope_ext(k, positions, rope_factors, rope)?,
+            ),
+            false => (q, k),
+        };
+        let (q, k) = match qk_norm && c.qk_norm_after_rope() {
+            true => (
+                norm(&mut g, q, il, "attn_q_norm")?,
+                norm(&mut g, k, il, "attn_k_norm")?,
             ),
             false => (q, k),
         };

@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -306,6 +306,9 @@ impl SyntheticLlama {
         }
         if self.arch == SyntheticArch::Exaone4Swa {
             w.add(key("attention.sliding_window"), 8u32);
+        }
+        if self.arch == SyntheticArch::HunyuanDense {
+            w.add(key("expert_count"), 1u32);
         }
         if self.arch == SyntheticArch::Gemma2 {
             w.add(key("attention.sliding_window"), 8u32)
@@ -476,7 +479,8 @@ impl SyntheticLlama {
                 SyntheticArch::Qwen3
                 | SyntheticArch::Qwen3Moe
                 | SyntheticArch::Exaone4
-                | SyntheticArch::Exaone4Swa => {
+                | SyntheticArch::Exaone4Swa
+                | SyntheticArch::HunyuanDense => {
                     for m in ["attn_q_norm", "attn_k_norm"] {
                         w.add_tensor(name(m), DType::F32, &[head_dim], values(head_dim, 0.5, 1.5))?;
                     }

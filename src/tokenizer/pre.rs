@@ -15,6 +15,15 @@ const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
 /// Qwen 2's pattern: Llama 3's with single digits.
 const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Hunyuan's dense models: digits in threes, runs of CJK ideographs and
+/// kana, then words with their marks, an ASCII punctuation mark leading
+/// ASCII letters, punctuation runs and whitespace.
+const HUNYUAN_DENSE: [&str; 3] = [
+    r"\p{N}{1,3}",
+    "[\u{4e00}-\u{9fa5}\u{3040}-\u{309f}\u{30a0}-\u{30ff}]+",
+    r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##,
+];
+
 /// A BPE pre-tokenizer: a list of regexes applied in turn, each splitting
 /// every piece the previous ones left (matches and the text between them
 /// both stay pieces). A regex sees one piece at a time, so a lookahead never
@@ -34,6 +43,8 @@ pub enum PreTokenizer {
     Qwen2,
     /// Falcon: punctuation runs, GPT-2, 3 digits.
     Falcon,
+    /// Hunyuan's dense models (`hunyuan-dense`).
+    HunyuanDense,
 }
 
 impl PreTokenizer {
@@ -56,6 +67,7 @@ impl PreTokenizer {
                 PreTokenizer::Qwen2
             }
             "falcon" => PreTokenizer::Falcon,
+            "hunyuan-dense" => PreTokenizer::HunyuanDense,
             _ => return None,
         })
     }
@@ -95,6 +107,7 @@ impl PreTokenizer {
             PreTokenizer::Llama3 => &[LLAMA3],
             PreTokenizer::Qwen2 => &[QWEN2],
             PreTokenizer::Falcon => &[r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"],
+            PreTokenizer::HunyuanDense => &HUNYUAN_DENSE,
         }
     }
 }
@@ -177,6 +190,24 @@ mod tests {
         assert_eq!(
             split(PreTokenizer::Llama3, "I'M 12345 ok!\n\nyes"),
             ["I", "'M", " ", "123", "45", " ok", "!\n\n", "yes"]
+        );
+    }
+
+    #[test]
+    fn hunyuan_dense_splits_kana_ideographs_and_digits() {
+        assert_eq!(
+            split(PreTokenizer::HunyuanDense, "日本語です 12345 .Net ok!\n.x"),
+            [
+                "日本語です",
+                " ",
+                "123",
+                "45",
+                " .",
+                "Net",
+                " ok",
+                "!\n",
+                ".x"
+            ]
         );
     }
 

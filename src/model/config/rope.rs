@@ -39,7 +39,8 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::Olmo2
         | Family::SmolLM3
         | Family::Ernie45
-        | Family::Glm4 => &[],
+        | Family::Glm4
+        | Family::HunyuanDense => &[],
     };
     let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];
     let unread = every

@@ -551,3 +551,16 @@ fn exaone4_has_a_window_at_64_layers_only() {
         [(true, true), (true, true), (true, true), (false, false)]
     );
 }
+
+#[test]
+fn hunyuan_dense_norms_roped_heads_and_reads_one_expert_as_none() {
+    let one = [("llama.expert_count", Value::U32(1))];
+    let c = ModelConfig::from_gguf(&meta_of("hunyuan-dense", &one, "")).unwrap();
+    assert_eq!(
+        (c.family, c.rope.mode),
+        (Family::HunyuanDense, RopeMode::Neox)
+    );
+    assert!(c.has_qk_norm() && c.qk_norm_after_rope() && c.experts.is_none());
+    let qwen3 = ModelConfig::from_gguf(&meta_of("qwen3", &[], "")).unwrap();
+    assert!(qwen3.has_qk_norm() && !qwen3.qk_norm_after_rope());
+}

@@ -69,6 +69,9 @@ pub enum SyntheticArch {
     /// positions on three layers of four (the default pattern), the
     /// fourth without rope.
     Exaone4Swa,
+    /// `hunyuan-dense`: neox rope, per-head q/k norms after it, and the
+    /// one "expert" its dense files list.
+    HunyuanDense,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -96,4 +99,9 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ("glm4", SyntheticArch::Glm4, "glm4"),
     ("exaone4", SyntheticArch::Exaone4, "exaone4"),
     ("exaone4-swa", SyntheticArch::Exaone4Swa, "exaone4"),
+    (
+        "hunyuan-dense",
+        SyntheticArch::HunyuanDense,
+        "hunyuan-dense",
+    ),
 ];
