@@ -12,7 +12,8 @@
 //! `tiny@qwen3moe`, `tiny@granitemoe`, `tiny@olmoe`, `tiny@qwen2moe`), the
 //! same way, OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`) GLM-4
 //! (`tiny@glm4`) EXAONE 4
-//! (`tiny@exaone4`, `tiny@exaone4-swa`) and Hunyuan dense (`tiny@hunyuan-dense`).
+//! (`tiny@exaone4`, `tiny@exaone4-swa`) Hunyuan dense
+//! (`tiny@hunyuan-dense`) and Cohere 2 (`tiny@cohere2`).
 
 mod fixtures;
 
@@ -281,6 +282,13 @@ fn exaone4_window_matches_llama_cpp() {
 #[test]
 fn hunyuan_dense_matches_llama_cpp() {
     on_every_backend("tiny@hunyuan-dense");
+}
+
+/// Cohere 2: layer norms, attention and the feed-forward side by side, a
+/// window on three layers of four with the fourth unroped, scaled logits.
+#[test]
+fn cohere2_matches_llama_cpp() {
+    on_every_backend("tiny@cohere2");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

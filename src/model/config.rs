@@ -96,6 +96,12 @@ pub enum Family {
     /// llama.cpp's `hunyuan-dense` graph (Tencent Hunyuan 0.5B-7B dense):
     /// llama's with neox rope and per-head q/k norms after the rope.
     HunyuanDense,
+    /// llama.cpp's `cohere2` graph (Cohere Command R7B): layer norms
+    /// without bias, attention and the feed-forward side by side on one
+    /// normed input, a sliding window on three layers of four with the
+    /// fourth unroped, normal rope over part of each head, and the logits
+    /// scaled by `logit_scale`.
+    Cohere2,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -120,6 +126,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("glm4", Family::Glm4),
     ("exaone4", Family::Exaone4),
     ("hunyuan-dense", Family::HunyuanDense),
+    ("cohere2", Family::Cohere2),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -145,6 +152,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "glm4",
     "exaone4",
     "hunyuan-dense",
+    "cohere2",
 ];
 
 /// The feed-forward's gate activation.
@@ -318,7 +326,8 @@ pub struct BranchScales {
     /// Multiplies the attention and feed-forward outputs before each joins
     /// the residual stream.
     pub residual: Option<f32>,
-    /// Divides the logits.
+    /// Multiplies the logits (Granite's `1 / logit_scale`, Cohere's
+    /// `logit_scale`).
     pub logit: Option<f32>,
 }
 
@@ -360,6 +369,18 @@ fn reject_mrope(g: &Gguf, arch: &str) -> Result<()> {
     Ok(())
 }
 
+/// Cohere's logit scale (required, as llama.cpp reads it).
+fn cohere_scales(g: &Gguf, arch: &str) -> Result<BranchScales> {
+    let logit = g.get_f32(&format!("{arch}.logit_scale"))?;
+    if !logit.is_finite() {
+        return Err(Error::invalid(format!("{arch}: logit_scale is {logit}")));
+    }
+    Ok(BranchScales {
+        logit: Some(logit),
+        ..BranchScales::default()
+    })
+}
+
 fn granite_scales(g: &Gguf, arch: &str) -> Result<(BranchScales, Option<f32>)> {
     let key = |s: &str| format!("{arch}.{s}");
     let nonzero = |v: Option<f32>| v.filter(|&v| v != 0.0);
@@ -385,7 +406,7 @@ fn granite_scales(g: &Gguf, arch: &str) -> Result<(BranchScales, Option<f32>)> {
     let scales = BranchScales {
         embedding: nonzero(g.opt_f32(&key("embedding_scale"))?),
         residual: nonzero(g.opt_f32(&key("residual_scale"))?),
-        logit: Some(logit),
+        logit: Some(1.0 / logit),
     };
     Ok((scales, nonzero(g.opt_f32(&key("attention.scale"))?)))
 }
@@ -413,7 +434,10 @@ impl ModelConfig {
         let n_head_kv = g
             .opt_usize(&key("attention.head_count_kv"))?
             .unwrap_or(n_head);
-        let rms_eps = g.get_f32(&key("attention.layer_norm_rms_epsilon"))?;
+        let rms_eps = match family {
+            Family::Cohere2 => g.get_f32(&key("attention.layer_norm_epsilon"))?,
+            _ => g.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
+        };
         let n_ctx_train = g.get_usize(&key("context_length"))?;
         let n_vocab = g.get_str_array("tokenizer.ggml.tokens")?.len();
 
@@ -467,7 +491,8 @@ impl ModelConfig {
             | Family::Mistral3
             | Family::Granite
             | Family::GraniteMoe
-            | Family::Glm4 => RopeMode::Normal,
+            | Family::Glm4
+            | Family::Cohere2 => RopeMode::Normal,
             Family::Gemma3
             | Family::Gemma2
             | Family::Gemma
@@ -501,6 +526,7 @@ impl ModelConfig {
         }
         let (scales, attention_scale) = match family {
             Family::Granite | Family::GraniteMoe => granite_scales(g, &arch)?,
+            Family::Cohere2 => (cohere_scales(g, &arch)?, None),
             _ => (BranchScales::default(), None),
         };
         let swa = sliding_window(g, &arch, family, n_layer, &rope)?;
@@ -608,6 +634,7 @@ impl ModelConfig {
         match self.family {
             Family::SmolLM3 => !(il + 1).is_multiple_of(SMOLLM3_NOPE_PERIOD),
             Family::Exaone4 if self.n_swa > 0 => self.is_swa_layer(il),
+            Family::Cohere2 => self.is_swa_layer(il),
             _ => true,
         }
     }
@@ -653,6 +680,19 @@ impl ModelConfig {
                 | Family::Exaone4
                 | Family::HunyuanDense
         )
+    }
+
+    /// Whether the norms are layer norms (`(x - mean) / sd * w`, Cohere)
+    /// rather than RMS norms.
+    pub fn layer_norms(&self) -> bool {
+        self.family == Family::Cohere2
+    }
+
+    /// Whether attention and the feed-forward read the same normed input
+    /// and both add to the residual stream (Cohere), rather than the
+    /// feed-forward reading the stream after attention's add.
+    pub fn parallel_blocks(&self) -> bool {
+        self.family == Family::Cohere2
     }
 
     /// Whether the per-head q/k norms apply to the roped queries and keys

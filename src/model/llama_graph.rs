@@ -352,9 +352,14 @@ pub fn build(
         Some(name) => Some(w.input(&mut g, name)?),
         None => None,
     };
-    // `x / rms(x) * w` with the weight `blk.{il}.{name}`.
+    // `x / rms(x) * w` (or a layer norm's `(x - mean) / sd * w`) with the
+    // weight `blk.{il}.{name}`.
+    let normed = |g: &mut Graph, x: TensorId| match c.layer_norms() {
+        true => g.norm(x, c.rms_eps),
+        false => g.rms_norm(x, c.rms_eps),
+    };
     let norm = |g: &mut Graph, x: TensorId, il: usize, name: &str| -> Result<TensorId> {
-        let normed = g.rms_norm(x, c.rms_eps)?;
+        let normed = normed(g, x)?;
         let weight = w.input(g, &format!("blk.{il}.{name}.weight"))?;
         g.mul(normed, weight)
     };
@@ -364,10 +369,11 @@ pub fn build(
         let inp_sa = inp_l;
 
         // Attention: (norm,) projections, (q/k norms,) rope.
-        let cur = match c.has_pre_norms() {
+        let attn_in = match c.has_pre_norms() {
             true => norm(&mut g, inp_l, il, "attn_norm")?,
             false => inp_l,
         };
+        let cur = attn_in;
         let home = w.home(&format!("blk.{il}.{}.weight", c.layer_home_weight()))?;
         let [q, k, v] = match c.fused_qkv {
             true => {
@@ -487,10 +493,12 @@ pub fn build(
         let ffn_inp = g.add(attn_out, inp_sa)?;
         g.set_name(ffn_inp, format!("ffn_inp-{il}"))?;
 
-        // Feed-forward: (norm,) act(gate) * up, down (, post norm).
-        let cur = match c.has_pre_norms() {
-            true => norm(&mut g, ffn_inp, il, "ffn_norm")?,
-            false => ffn_inp,
+        // Feed-forward: (norm,) act(gate) * up, down (, post norm); beside
+        // attention, on its input, in Cohere's parallel blocks.
+        let cur = match (c.parallel_blocks(), c.has_pre_norms()) {
+            (true, _) => attn_in,
+            (false, true) => norm(&mut g, ffn_inp, il, "ffn_norm")?,
+            (false, false) => ffn_inp,
         };
         let mut down = match &c.experts {
             Some(e) if e.n_ff_shared > 0 => {
@@ -525,7 +533,7 @@ pub fn build(
         let row = g.layout(inp_l).nb[1];
         cur = g.view(inp_l, &[c.n_embd, 1], &[row], row * (n - 1))?;
     }
-    let norm = g.rms_norm(cur, c.rms_eps)?;
+    let norm = normed(&mut g, cur)?;
     let out_norm = w.input(&mut g, "output_norm.weight")?;
     let cur = g.mul(norm, out_norm)?;
     let mut logits = if c.tied_output {
@@ -535,7 +543,7 @@ pub fn build(
         products(&mut g, w, &["output.weight".to_string()], cur, home)?[0]
     };
     if let Some(l) = c.scales.logit {
-        logits = g.scale(logits, 1.0 / l)?;
+        logits = g.scale(logits, l)?;
     }
     if let Some(cap) = c.final_softcap {
         logits = soft_cap(&mut g, logits, cap, 1.0)?;

@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -238,7 +238,7 @@ impl SyntheticLlama {
         let key = |k: &str| format!("{arch}.{k}");
         // GLM-4 ropes half of each head, as its files say.
         let rope_dims = match self.arch {
-            SyntheticArch::Glm4 => head_dim / 2,
+            SyntheticArch::Glm4 | SyntheticArch::Cohere2 => head_dim / 2,
             _ => head_dim,
         };
         w.add("general.architecture", arch)
@@ -309,6 +309,11 @@ impl SyntheticLlama {
         }
         if self.arch == SyntheticArch::HunyuanDense {
             w.add(key("expert_count"), 1u32);
+        }
+        if self.arch == SyntheticArch::Cohere2 {
+            w.add(key("attention.sliding_window"), 8u32)
+                .add(key("attention.layer_norm_epsilon"), 1e-5f32)
+                .add(key("logit_scale"), 0.5f32);
         }
         if self.arch == SyntheticArch::Gemma2 {
             w.add(key("attention.sliding_window"), 8u32)
@@ -423,6 +428,8 @@ impl SyntheticLlama {
             );
             if !post_norms_only {
                 w.add_tensor(name("attn_norm"), DType::F32, &[e], ones(e))?;
+            }
+            if !post_norms_only && self.arch != SyntheticArch::Cohere2 {
                 w.add_tensor(name("ffn_norm"), DType::F32, &[e], ones(e))?;
             }
             if self.arch == SyntheticArch::Phi3 {
@@ -507,7 +514,8 @@ impl SyntheticLlama {
                 | SyntheticArch::Ernie45
                 | SyntheticArch::Exaone
                 | SyntheticArch::Mixtral
-                | SyntheticArch::GraniteMoe => {}
+                | SyntheticArch::GraniteMoe
+                | SyntheticArch::Cohere2 => {}
             }
             let post_norms = matches!(
                 self.arch,

@@ -18,7 +18,8 @@ use crate::{Error, Result};
 /// only its 64-layer shape has a window (llama.cpp's check; 4,096 where
 /// the file names none), three layers of every four, roped as the others
 /// (llama.cpp reads `rope.freq_base_swa` there but its graph ropes every
-/// layer at the common base).
+/// layer at the common base); Cohere 2: three of every four, a window the
+/// file must name.
 const GEMMA3_PERIOD: usize = 6;
 const GEMMA3_FREQ_BASE: f32 = 10_000.0;
 const GEMMA2_PERIOD: usize = 2;
@@ -27,6 +28,7 @@ const OLMO3_PERIOD: usize = 4;
 const EXAONE4_PERIOD: usize = 4;
 const EXAONE4_WINDOW: usize = 4096;
 const EXAONE4_SWA_LAYERS: usize = 64;
+const COHERE2_PERIOD: usize = 4;
 
 /// A model's sliding window: `n_swa` 0 means none.
 pub(super) struct SlidingWindow {
@@ -70,6 +72,17 @@ pub(super) fn sliding_window(
         Family::Exaone4 if n_layer == EXAONE4_SWA_LAYERS => {
             (window.unwrap_or(EXAONE4_WINDOW), EXAONE4_PERIOD)
         }
+        // llama.cpp requires Cohere's window (and reads its own rope base
+        // for the sliding layers, which its graph never uses).
+        Family::Cohere2 => match window {
+            Some(w) if w > 0 => (w, COHERE2_PERIOD),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "{arch}: {} is missing or 0",
+                    key("attention.sliding_window")
+                )))
+            }
+        },
         _ => (0, 1),
     };
     if n_swa == 0 {

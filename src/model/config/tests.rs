@@ -241,7 +241,7 @@ fn granite_reads_its_scales() {
         BranchScales {
             embedding: Some(12.0),
             residual: Some(0.22),
-            logit: Some(8.0)
+            logit: Some(1.0 / 8.0)
         }
     );
     assert_eq!((c.embd_scale(), c.kq_scale), (Some(12.0), 0.0078125));
@@ -563,4 +563,37 @@ fn hunyuan_dense_norms_roped_heads_and_reads_one_expert_as_none() {
     assert!(c.has_qk_norm() && c.qk_norm_after_rope() && c.experts.is_none());
     let qwen3 = ModelConfig::from_gguf(&meta_of("qwen3", &[], "")).unwrap();
     assert!(qwen3.has_qk_norm() && !qwen3.qk_norm_after_rope());
+}
+
+#[test]
+fn cohere2_reads_its_window_norm_epsilon_and_logit_scale() {
+    let keys = [
+        ("llama.attention.layer_norm_epsilon", Value::F32(1e-3)),
+        ("llama.logit_scale", Value::F32(0.25)),
+        ("llama.attention.sliding_window", Value::U32(16)),
+        ("llama.block_count", Value::U32(4)),
+    ];
+    let c = ModelConfig::from_gguf(&meta_of(
+        "cohere2",
+        &keys,
+        "llama.attention.layer_norm_rms_epsilon",
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.family, c.rope.mode, c.rms_eps),
+        (Family::Cohere2, RopeMode::Normal, 1e-3)
+    );
+    assert_eq!((c.n_swa, c.scales.logit), (16, Some(0.25)));
+    assert!(c.layer_norms() && c.parallel_blocks());
+    let roped: Vec<(bool, bool)> = (0..4)
+        .map(|il| (c.is_swa_layer(il), c.ropes_layer(il)))
+        .collect();
+    assert_eq!(
+        roped,
+        [(true, true), (true, true), (true, true), (false, false)]
+    );
+    // llama.cpp requires the window.
+    let no_window = [keys[0].clone(), keys[1].clone()];
+    let err = ModelConfig::from_gguf(&meta_of("cohere2", &no_window, "")).unwrap_err();
+    assert!(err.to_string().contains("sliding_window"), "{err}");
 }

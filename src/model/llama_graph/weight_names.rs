@@ -37,7 +37,10 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
         let blk = |s: &str, ne: Vec<usize>| (format!("blk.{il}.{s}.weight"), ne);
         out.push(blk("attn_output", vec![q, e]));
         if c.has_pre_norms() {
-            out.extend([blk("attn_norm", vec![e]), blk("ffn_norm", vec![e])]);
+            out.push(blk("attn_norm", vec![e]));
+        }
+        if c.has_pre_norms() && !c.parallel_blocks() {
+            out.push(blk("ffn_norm", vec![e]));
         }
         if c.fused_qkv {
             out.push(blk("attn_qkv", vec![e, q + 2 * kv]));

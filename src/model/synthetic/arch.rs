@@ -72,6 +72,10 @@ pub enum SyntheticArch {
     /// `hunyuan-dense`: neox rope, per-head q/k norms after it, and the
     /// one "expert" its dense files list.
     HunyuanDense,
+    /// `cohere2`: layer norms, attention and the feed-forward side by
+    /// side, an 8-position window on three layers of four (the fourth
+    /// unroped), normal rope over half of each head, logits times 0.5.
+    Cohere2,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -104,4 +108,5 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
         SyntheticArch::HunyuanDense,
         "hunyuan-dense",
     ),
+    ("cohere2", SyntheticArch::Cohere2, "cohere2"),
 ];
