@@ -13,7 +13,8 @@
 //! same way, OLMo 2 and 3 (`tiny@olmo2`, `tiny@olmo3`) GLM-4
 //! (`tiny@glm4`) EXAONE 4
 //! (`tiny@exaone4`, `tiny@exaone4-swa`) Hunyuan dense
-//! (`tiny@hunyuan-dense`) and Cohere 2 (`tiny@cohere2`).
+//! (`tiny@hunyuan-dense`) Cohere 2 (`tiny@cohere2`)
+//! and StarCoder2 (`tiny@starcoder2`).
 
 mod fixtures;
 
@@ -289,6 +290,13 @@ fn hunyuan_dense_matches_llama_cpp() {
 #[test]
 fn cohere2_matches_llama_cpp() {
     on_every_backend("tiny@cohere2");
+}
+
+/// StarCoder2: layer norms with biases, biases on every projection, a GELU
+/// feed-forward without a gate.
+#[test]
+fn starcoder2_matches_llama_cpp() {
+    on_every_backend("tiny@starcoder2");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

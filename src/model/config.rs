@@ -108,6 +108,10 @@ pub enum Family {
     /// fourth unroped, normal rope over part of each head, and the logits
     /// scaled by `logit_scale`.
     Cohere2,
+    /// llama.cpp's `starcoder2` graph (StarCoder2 3B/7B/15B): layer norms
+    /// with biases, biases on every projection, and a GELU feed-forward
+    /// without a gate; neox rope.
+    Starcoder2,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -133,6 +137,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("exaone4", Family::Exaone4),
     ("hunyuan-dense", Family::HunyuanDense),
     ("cohere2", Family::Cohere2),
+    ("starcoder2", Family::Starcoder2),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -159,6 +164,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "exaone4",
     "hunyuan-dense",
     "cohere2",
+    "starcoder2",
 ];
 
 /// The feed-forward's gate activation.
@@ -291,7 +297,9 @@ impl ModelConfig {
             .opt_usize(&key("attention.head_count_kv"))?
             .unwrap_or(n_head);
         let rms_eps = match family {
-            Family::Cohere2 => g.get_f32(&key("attention.layer_norm_epsilon"))?,
+            Family::Cohere2 | Family::Starcoder2 => {
+                g.get_f32(&key("attention.layer_norm_epsilon"))?
+            }
             _ => g.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
         };
         let n_ctx_train = g.get_usize(&key("context_length"))?;
@@ -361,6 +369,7 @@ impl ModelConfig {
             | Family::Exaone
             | Family::Exaone4
             | Family::HunyuanDense
+            | Family::Starcoder2
             | Family::Phi3 => RopeMode::Neox,
         };
         reject_mrope(g, &arch)?;
@@ -541,7 +550,19 @@ impl ModelConfig {
     /// Whether the norms are layer norms (`(x - mean) / sd * w`, Cohere)
     /// rather than RMS norms.
     pub fn layer_norms(&self) -> bool {
-        self.family == Family::Cohere2
+        matches!(self.family, Family::Cohere2 | Family::Starcoder2)
+    }
+
+    /// Whether each norm adds a bias after its weight (`{name}.bias`,
+    /// StarCoder2).
+    pub fn norm_biases(&self) -> bool {
+        self.family == Family::Starcoder2
+    }
+
+    /// Whether the feed-forward is gated, `down(act(gate(x)) * up(x))`,
+    /// rather than `down(act(up(x)))` (StarCoder2).
+    pub fn gated_ffn(&self) -> bool {
+        self.family != Family::Starcoder2
     }
 
     /// Whether attention and the feed-forward read the same normed input
@@ -569,7 +590,9 @@ impl ModelConfig {
     /// The feed-forward's gate activation.
     pub fn activation(&self) -> Activation {
         match self.family {
-            Family::Gemma3 | Family::Gemma2 | Family::Gemma => Activation::GeluTanh,
+            Family::Gemma3 | Family::Gemma2 | Family::Gemma | Family::Starcoder2 => {
+                Activation::GeluTanh
+            }
             _ => Activation::Silu,
         }
     }

@@ -358,10 +358,20 @@ pub fn build(
         true => g.norm(x, c.rms_eps),
         false => g.rms_norm(x, c.rms_eps),
     };
+    let weighted = |g: &mut Graph, normed: TensorId, name: &str| -> Result<TensorId> {
+        let weight = w.input(g, &format!("{name}.weight"))?;
+        let out = g.mul(normed, weight)?;
+        match c.norm_biases() {
+            true => {
+                let bias = w.input(g, &format!("{name}.bias"))?;
+                g.add(out, bias)
+            }
+            false => Ok(out),
+        }
+    };
     let norm = |g: &mut Graph, x: TensorId, il: usize, name: &str| -> Result<TensorId> {
         let normed = normed(g, x)?;
-        let weight = w.input(g, &format!("blk.{il}.{name}.weight"))?;
-        g.mul(normed, weight)
+        weighted(g, normed, &format!("blk.{il}.{name}"))
     };
 
     for il in 0..c.n_layer {
@@ -534,8 +544,7 @@ pub fn build(
         cur = g.view(inp_l, &[c.n_embd, 1], &[row], row * (n - 1))?;
     }
     let norm = normed(&mut g, cur)?;
-    let out_norm = w.input(&mut g, "output_norm.weight")?;
-    let cur = g.mul(norm, out_norm)?;
+    let cur = weighted(&mut g, norm, "output_norm")?;
     let mut logits = if c.tied_output {
         g.mul_mat(tok_embd, cur)?
     } else {
@@ -574,7 +583,8 @@ pub fn build(
 
 /// `cap * tanh(x * scale / cap)`: Gemma 2's soft cap of `x * scale`.
 /// `down(act(gate(x)) * up(x))` of layer `il`'s weights `[gate, up,
-/// down]`; Phi-3's and GLM-4's gate and up are the halves of one `ffn_up`.
+/// down]`; Phi-3's and GLM-4's gate and up are the halves of one `ffn_up`,
+/// and StarCoder2's `down(act(up(x)))` has no gate.
 fn gated_ffn(
     g: &mut Graph,
     c: &ModelConfig,
@@ -584,6 +594,16 @@ fn gated_ffn(
     x: TensorId,
     home: usize,
 ) -> Result<TensorId> {
+    let act = |g: &mut Graph, x: TensorId| match c.activation() {
+        Activation::Silu => g.silu(x),
+        Activation::GeluTanh => g.gelu(x),
+    };
+    if !c.gated_ffn() {
+        let [up] = project(g, w, il, [up], x, home)?;
+        let up = act(g, up)?;
+        let [down] = project(g, w, il, [down], up, home)?;
+        return Ok(down);
+    }
     let [gate, up] = match c.fused_gate_up() {
         true => {
             let [gate_up] = project(g, w, il, ["ffn_up"], x, home)?;
@@ -591,10 +611,7 @@ fn gated_ffn(
         }
         false => project(g, w, il, [gate, up], x, home)?,
     };
-    let gate = match c.activation() {
-        Activation::Silu => g.silu(gate)?,
-        Activation::GeluTanh => g.gelu(gate)?,
-    };
+    let gate = act(g, gate)?;
     let act = g.mul(gate, up)?;
     let [down] = project(g, w, il, [down], act, home)?;
     Ok(down)

@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`, `starcoder2`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -310,6 +310,9 @@ impl SyntheticLlama {
         if self.arch == SyntheticArch::HunyuanDense {
             w.add(key("expert_count"), 1u32);
         }
+        if self.arch == SyntheticArch::Starcoder2 {
+            w.add(key("attention.layer_norm_epsilon"), 1e-5f32);
+        }
         if self.arch == SyntheticArch::Cohere2 {
             w.add(key("attention.sliding_window"), 8u32)
                 .add(key("attention.layer_norm_epsilon"), 1e-5f32)
@@ -371,6 +374,9 @@ impl SyntheticLlama {
         let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
         let values = |n: usize, lo: f32, hi: f32| f32_bytes(&next_rng().vec(n, lo, hi));
         w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
+        if self.arch == SyntheticArch::Starcoder2 {
+            w.add_tensor("output_norm.bias", DType::F32, &[e], values(e, -0.5, 0.5))?;
+        }
         if matches!(
             self.arch,
             SyntheticArch::Olmoe
@@ -468,6 +474,22 @@ impl SyntheticLlama {
                     matrix(&mut w, name("ffn_up_shexp"), t, [e, ff / 2])?;
                     matrix(&mut w, name("ffn_down_shexp"), t, [ff / 2, e])?;
                 }
+            } else if self.arch == SyntheticArch::Starcoder2 {
+                matrix(&mut w, name("ffn_up"), t, [e, ff])?;
+                matrix(&mut w, name("ffn_down"), t, [ff, e])?;
+                let bias = |s: &str| format!("blk.{il}.{s}.bias");
+                for (m, n) in [
+                    ("attn_q", e),
+                    ("attn_k", kv),
+                    ("attn_v", kv),
+                    ("attn_output", e),
+                    ("attn_norm", e),
+                    ("ffn_norm", e),
+                    ("ffn_up", ff),
+                    ("ffn_down", e),
+                ] {
+                    w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
+                }
             } else if matches!(self.arch, SyntheticArch::Phi3 | SyntheticArch::Glm4) {
                 matrix(&mut w, name("ffn_up"), t, [e, 2 * ff])?;
                 matrix(&mut w, name("ffn_down"), t, [ff, e])?;
@@ -515,7 +537,8 @@ impl SyntheticLlama {
                 | SyntheticArch::Exaone
                 | SyntheticArch::Mixtral
                 | SyntheticArch::GraniteMoe
-                | SyntheticArch::Cohere2 => {}
+                | SyntheticArch::Cohere2
+                | SyntheticArch::Starcoder2 => {}
             }
             let post_norms = matches!(
                 self.arch,

@@ -41,7 +41,8 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::SmolLM3
         | Family::Ernie45
         | Family::Glm4
-        | Family::HunyuanDense => &[],
+        | Family::HunyuanDense
+        | Family::Starcoder2 => &[],
     };
     let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];
     let unread = every

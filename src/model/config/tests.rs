@@ -597,3 +597,32 @@ fn cohere2_reads_its_window_norm_epsilon_and_logit_scale() {
     let err = ModelConfig::from_gguf(&meta_of("cohere2", &no_window, "")).unwrap_err();
     assert!(err.to_string().contains("sliding_window"), "{err}");
 }
+
+#[test]
+fn starcoder2_has_biased_layer_norms_and_an_ungated_feed_forward() {
+    let eps = [("llama.attention.layer_norm_epsilon", Value::F32(1e-5))];
+    let c = ModelConfig::from_gguf(&meta_of(
+        "starcoder2",
+        &eps,
+        "llama.attention.layer_norm_rms_epsilon",
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.family, c.rope.mode),
+        (Family::Starcoder2, RopeMode::Neox)
+    );
+    assert!(c.layer_norms() && c.norm_biases() && !c.gated_ffn());
+    // llama.cpp requires the biases.
+    let names: Vec<String> = crate::model::llama_graph::expected_weights(&c)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    for want in [
+        "blk.0.attn_norm.bias",
+        "blk.1.ffn_up.bias",
+        "output_norm.bias",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want}");
+    }
+    assert!(!names.iter().any(|n| n.contains("ffn_gate")));
+}

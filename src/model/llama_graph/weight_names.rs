@@ -74,6 +74,9 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
             (None, true) => {
                 out.extend([blk("ffn_up", vec![e, 2 * ff]), blk("ffn_down", vec![ff, e])])
             }
+            (None, false) if !c.gated_ffn() => {
+                out.extend([blk("ffn_up", vec![e, ff]), blk("ffn_down", vec![ff, e])])
+            }
             (None, false) => out.extend([
                 blk("ffn_gate", vec![e, ff]),
                 blk("ffn_up", vec![e, ff]),
@@ -92,6 +95,21 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
                 blk("post_ffw_norm", vec![e]),
             ]);
         }
+        if c.norm_biases() {
+            // StarCoder2's norm, output and feed-forward biases, which
+            // llama.cpp requires.
+            let bias = |s: &str, n: usize| (format!("blk.{il}.{s}.bias"), vec![n]);
+            out.extend([
+                bias("attn_norm", e),
+                bias("ffn_norm", e),
+                bias("attn_output", e),
+                bias("ffn_up", ff),
+                bias("ffn_down", e),
+            ]);
+        }
+    }
+    if c.norm_biases() {
+        out.push(("output_norm.bias".to_string(), vec![e]));
     }
     out
 }

@@ -76,6 +76,9 @@ pub enum SyntheticArch {
     /// side, an 8-position window on three layers of four (the fourth
     /// unroped), normal rope over half of each head, logits times 0.5.
     Cohere2,
+    /// `starcoder2`: layer norms with biases, biases on every projection,
+    /// a GELU feed-forward without a gate, neox rope.
+    Starcoder2,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -109,4 +112,5 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
         "hunyuan-dense",
     ),
     ("cohere2", SyntheticArch::Cohere2, "cohere2"),
+    ("starcoder2", SyntheticArch::Starcoder2, "starcoder2"),
 ];
