@@ -252,9 +252,6 @@ impl SyntheticLlama {
             .add(key("rope.dimension_count"), rope_dims as u32)
             .add(key("rope.freq_base"), 10000.0f32)
             .add(key("attention.layer_norm_rms_epsilon"), 1e-5f32);
-        if self.arch == SyntheticArch::Phi3 {
-            w.add(key("rope.scaling.attn_factor"), 1.2f32);
-        }
         let (n_expert, n_used) = self.experts;
         let n_ff_expert = match self.arch {
             SyntheticArch::Mixtral | SyntheticArch::GraniteMoe | SyntheticArch::Olmoe => {
@@ -279,63 +276,8 @@ impl SyntheticLlama {
                 );
             }
         }
-        if matches!(
-            self.arch,
-            SyntheticArch::Granite | SyntheticArch::GraniteMoe
-        ) {
-            // Far enough from 1 (and from the default 1 / sqrt(head_dim)
-            // of the attention scale) that leaving any out shows.
-            w.add(key("embedding_scale"), 6.0f32)
-                .add(key("residual_scale"), 0.3f32)
-                .add(key("logit_scale"), 2.5f32)
-                .add(key("attention.scale"), 0.4f32);
-        }
-        if self.arch == SyntheticArch::Olmo3 {
-            // Every other layer through the window, as the file lists
-            // them; YaRN (over a quarter of the training context) on the
-            // others only.
-            let sliding: Vec<bool> = (0..self.n_layer).map(|il| il % 2 == 0).collect();
-            w.add(key("attention.sliding_window"), 8u32)
-                .add(key("attention.sliding_window_pattern"), sliding)
-                .add(key("rope.scaling.type"), "yarn")
-                .add(key("rope.scaling.factor"), 4.0f32)
-                .add(
-                    key("rope.scaling.original_context_length"),
-                    (self.n_ctx_train / 4).max(1) as u32,
-                );
-        }
-        if self.arch == SyntheticArch::Exaone4Swa {
-            w.add(key("attention.sliding_window"), 8u32);
-        }
-        if self.arch == SyntheticArch::HunyuanDense {
-            w.add(key("expert_count"), 1u32);
-        }
-        if self.arch == SyntheticArch::Starcoder2 {
-            w.add(key("attention.layer_norm_epsilon"), 1e-5f32);
-        }
-        if self.arch == SyntheticArch::Cohere2 {
-            w.add(key("attention.sliding_window"), 8u32)
-                .add(key("attention.layer_norm_epsilon"), 1e-5f32)
-                .add(key("logit_scale"), 0.5f32);
-        }
-        if self.arch == SyntheticArch::Gemma2 {
-            w.add(key("attention.sliding_window"), 8u32)
-                .add(key("attn_logit_softcapping"), 2.0f32)
-                .add(key("final_logit_softcapping"), 3.0f32);
-        }
-        if self.arch == SyntheticArch::Mistral3 {
-            // An original context of a 32nd of the trained one, so that
-            // a short evaluation already passes it (the attention
-            // temperature steps up every n_ctx_train / 32 positions).
-            w.add(key("rope.scaling.type"), "yarn")
-                .add(key("rope.scaling.factor"), 32.0f32)
-                .add(
-                    key("rope.scaling.original_context_length"),
-                    (self.n_ctx_train / 32).max(1) as u32,
-                )
-                .add(key("rope.scaling.yarn_log_multiplier"), 0.5f32)
-                .add(key("attention.temperature_scale"), 0.1f32);
-        }
+        self.arch
+            .add_metadata(&mut w, key, self.n_layer, self.n_ctx_train);
         // The 256 byte-level tokens first, so any text tokenizes (a byte a
         // token: there are no merges), then placeholders.
         let tokens: Vec<String> = (0..self.n_vocab)

@@ -1,5 +1,7 @@
 //! The architectures a synthetic model can be written as.
 
+use crate::gguf::GgufWriter;
+
 /// Which architecture a synthetic model is written as: what it adds to
 /// llama's tensors and metadata.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,3 +116,76 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ("cohere2", SyntheticArch::Cohere2, "cohere2"),
     ("starcoder2", SyntheticArch::Starcoder2, "starcoder2"),
 ];
+
+impl SyntheticArch {
+    /// The metadata this architecture adds to llama's: its windows,
+    /// scales and rope scaling, set where leaving one out shows.
+    pub(super) fn add_metadata(
+        self,
+        w: &mut GgufWriter,
+        key: impl Fn(&str) -> String,
+        n_layer: usize,
+        n_ctx_train: usize,
+    ) {
+        match self {
+            SyntheticArch::Phi3 => {
+                w.add(key("rope.scaling.attn_factor"), 1.2f32);
+            }
+            SyntheticArch::Granite | SyntheticArch::GraniteMoe => {
+                // Far enough from 1 (and from the default 1 / sqrt(head_dim)
+                // of the attention scale) that leaving any out shows.
+                w.add(key("embedding_scale"), 6.0f32)
+                    .add(key("residual_scale"), 0.3f32)
+                    .add(key("logit_scale"), 2.5f32)
+                    .add(key("attention.scale"), 0.4f32);
+            }
+            SyntheticArch::Olmo3 => {
+                // Every other layer through the window, as the file lists
+                // them; YaRN (over a quarter of the training context) on
+                // the others only.
+                let sliding: Vec<bool> = (0..n_layer).map(|il| il % 2 == 0).collect();
+                w.add(key("attention.sliding_window"), 8u32)
+                    .add(key("attention.sliding_window_pattern"), sliding)
+                    .add(key("rope.scaling.type"), "yarn")
+                    .add(key("rope.scaling.factor"), 4.0f32)
+                    .add(
+                        key("rope.scaling.original_context_length"),
+                        (n_ctx_train / 4).max(1) as u32,
+                    );
+            }
+            SyntheticArch::Exaone4Swa => {
+                w.add(key("attention.sliding_window"), 8u32);
+            }
+            SyntheticArch::HunyuanDense => {
+                w.add(key("expert_count"), 1u32);
+            }
+            SyntheticArch::Starcoder2 => {
+                w.add(key("attention.layer_norm_epsilon"), 1e-5f32);
+            }
+            SyntheticArch::Cohere2 => {
+                w.add(key("attention.sliding_window"), 8u32)
+                    .add(key("attention.layer_norm_epsilon"), 1e-5f32)
+                    .add(key("logit_scale"), 0.5f32);
+            }
+            SyntheticArch::Gemma2 => {
+                w.add(key("attention.sliding_window"), 8u32)
+                    .add(key("attn_logit_softcapping"), 2.0f32)
+                    .add(key("final_logit_softcapping"), 3.0f32);
+            }
+            SyntheticArch::Mistral3 => {
+                // An original context of a 32nd of the trained one, so
+                // that a short evaluation already passes it (the attention
+                // temperature steps up every n_ctx_train / 32 positions).
+                w.add(key("rope.scaling.type"), "yarn")
+                    .add(key("rope.scaling.factor"), 32.0f32)
+                    .add(
+                        key("rope.scaling.original_context_length"),
+                        (n_ctx_train / 32).max(1) as u32,
+                    )
+                    .add(key("rope.scaling.yarn_log_multiplier"), 0.5f32)
+                    .add(key("attention.temperature_scale"), 0.1f32);
+            }
+            _ => {}
+        }
+    }
+}
