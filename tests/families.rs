@@ -14,7 +14,8 @@
 //! (`tiny@glm4`) EXAONE 4
 //! (`tiny@exaone4`, `tiny@exaone4-swa`) Hunyuan dense
 //! (`tiny@hunyuan-dense`) Cohere 2 (`tiny@cohere2`)
-//! and StarCoder2 (`tiny@starcoder2`).
+//! StarCoder2 (`tiny@starcoder2`) and StableLM
+//! (`tiny@stablelm`).
 
 mod fixtures;
 
@@ -297,6 +298,13 @@ fn cohere2_matches_llama_cpp() {
 #[test]
 fn starcoder2_matches_llama_cpp() {
     on_every_backend("tiny@starcoder2");
+}
+
+/// StableLM: layer norms with biases, q/k/v biases, neox rope over part of
+/// each head.
+#[test]
+fn stablelm_matches_llama_cpp() {
+    on_every_backend("tiny@stablelm");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

@@ -112,6 +112,11 @@ pub enum Family {
     /// with biases, biases on every projection, and a GELU feed-forward
     /// without a gate; neox rope.
     Starcoder2,
+    /// llama.cpp's `stablelm` graph (StableLM 2 1.6B, StableLM 3B): layer
+    /// norms with biases, neox rope over part of each head, q/k/v biases
+    /// where the file has them. The 12B's per-head q/k norms and parallel
+    /// blocks are a load error.
+    StableLm,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -138,6 +143,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("hunyuan-dense", Family::HunyuanDense),
     ("cohere2", Family::Cohere2),
     ("starcoder2", Family::Starcoder2),
+    ("stablelm", Family::StableLm),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -165,6 +171,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "hunyuan-dense",
     "cohere2",
     "starcoder2",
+    "stablelm",
 ];
 
 /// The feed-forward's gate activation.
@@ -297,7 +304,7 @@ impl ModelConfig {
             .opt_usize(&key("attention.head_count_kv"))?
             .unwrap_or(n_head);
         let rms_eps = match family {
-            Family::Cohere2 | Family::Starcoder2 => {
+            Family::Cohere2 | Family::Starcoder2 | Family::StableLm => {
                 g.get_f32(&key("attention.layer_norm_epsilon"))?
             }
             _ => g.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
@@ -370,9 +377,24 @@ impl ModelConfig {
             | Family::Exaone4
             | Family::HunyuanDense
             | Family::Starcoder2
+            | Family::StableLm
             | Family::Phi3 => RopeMode::Neox,
         };
         reject_mrope(g, &arch)?;
+        if family == Family::StableLm {
+            for name in ["blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"] {
+                if g.tensor(name).is_some() {
+                    return Err(Error::invalid(format!(
+                        "{arch}: per-head q/k norms ('{name}', StableLM 2 12B) are not supported"
+                    )));
+                }
+            }
+            if g.tensor("blk.0.ffn_norm.weight").is_none() {
+                return Err(Error::invalid(format!(
+                    "{arch}: parallel attention and feed-forward (no 'blk.0.ffn_norm.weight', StableLM 2 12B) are not supported"
+                )));
+            }
+        }
         let mut rope = rope_params(g, &arch, mode, head_dim, n_ctx_train)?;
         let mut attn_temp_scale = 0.0;
         if family == Family::Mistral3 {
@@ -550,12 +572,21 @@ impl ModelConfig {
     /// Whether the norms are layer norms (`(x - mean) / sd * w`, Cohere)
     /// rather than RMS norms.
     pub fn layer_norms(&self) -> bool {
-        matches!(self.family, Family::Cohere2 | Family::Starcoder2)
+        matches!(
+            self.family,
+            Family::Cohere2 | Family::Starcoder2 | Family::StableLm
+        )
     }
 
     /// Whether each norm adds a bias after its weight (`{name}.bias`,
-    /// StarCoder2).
+    /// StarCoder2 and StableLM).
     pub fn norm_biases(&self) -> bool {
+        matches!(self.family, Family::Starcoder2 | Family::StableLm)
+    }
+
+    /// Whether the attention output and feed-forward projections have
+    /// biases that llama.cpp requires (StarCoder2).
+    pub fn projection_biases(&self) -> bool {
         self.family == Family::Starcoder2
     }
 

@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`, `starcoder2`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`, `starcoder2`, `stablelm`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -238,7 +238,7 @@ impl SyntheticLlama {
         let key = |k: &str| format!("{arch}.{k}");
         // GLM-4 ropes half of each head, as its files say.
         let rope_dims = match self.arch {
-            SyntheticArch::Glm4 | SyntheticArch::Cohere2 => head_dim / 2,
+            SyntheticArch::Glm4 | SyntheticArch::Cohere2 | SyntheticArch::StableLm => head_dim / 2,
             _ => head_dim,
         };
         w.add("general.architecture", arch)
@@ -316,7 +316,10 @@ impl SyntheticLlama {
         let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
         let values = |n: usize, lo: f32, hi: f32| f32_bytes(&next_rng().vec(n, lo, hi));
         w.add_tensor("output_norm.weight", DType::F32, &[e], ones(e))?;
-        if self.arch == SyntheticArch::Starcoder2 {
+        if matches!(
+            self.arch,
+            SyntheticArch::Starcoder2 | SyntheticArch::StableLm
+        ) {
             w.add_tensor("output_norm.bias", DType::F32, &[e], values(e, -0.5, 0.5))?;
         }
         if matches!(
@@ -325,6 +328,7 @@ impl SyntheticLlama {
                 | SyntheticArch::Qwen2Moe
                 | SyntheticArch::Olmo2
                 | SyntheticArch::Olmo3
+                | SyntheticArch::StableLm
         ) {
             matrix(
                 &mut w,
@@ -444,6 +448,17 @@ impl SyntheticLlama {
             match self.arch {
                 SyntheticArch::Qwen2 | SyntheticArch::Qwen2Moe | SyntheticArch::Glm4 => {
                     for (m, n) in [("attn_q", e), ("attn_k", kv), ("attn_v", kv)] {
+                        w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
+                    }
+                }
+                SyntheticArch::StableLm => {
+                    for (m, n) in [
+                        ("attn_q", e),
+                        ("attn_k", kv),
+                        ("attn_v", kv),
+                        ("attn_norm", e),
+                        ("ffn_norm", e),
+                    ] {
                         w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
                     }
                 }

@@ -42,7 +42,8 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::Ernie45
         | Family::Glm4
         | Family::HunyuanDense
-        | Family::Starcoder2 => &[],
+        | Family::Starcoder2
+        | Family::StableLm => &[],
     };
     let every = [ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];
     let unread = every

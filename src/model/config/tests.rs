@@ -626,3 +626,12 @@ fn starcoder2_has_biased_layer_norms_and_an_ungated_feed_forward() {
     }
     assert!(!names.iter().any(|n| n.contains("ffn_gate")));
 }
+
+#[test]
+fn stablelm_12b_norms_and_parallel_blocks_are_errors() {
+    let eps = [("llama.attention.layer_norm_epsilon", Value::F32(1e-5))];
+    let drop = "llama.attention.layer_norm_rms_epsilon";
+    // Metadata alone: no ffn_norm tensor reads as the 12B's parallel blocks.
+    let err = ModelConfig::from_gguf(&meta_of("stablelm", &eps, drop)).unwrap_err();
+    assert!(err.to_string().contains("parallel attention"), "{err}");
+}

@@ -95,13 +95,13 @@ pub fn expected_weights(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
                 blk("post_ffw_norm", vec![e]),
             ]);
         }
+        // The biases llama.cpp requires of StarCoder2 and StableLM.
+        let bias = |s: &str, n: usize| (format!("blk.{il}.{s}.bias"), vec![n]);
         if c.norm_biases() {
-            // StarCoder2's norm, output and feed-forward biases, which
-            // llama.cpp requires.
-            let bias = |s: &str, n: usize| (format!("blk.{il}.{s}.bias"), vec![n]);
+            out.extend([bias("attn_norm", e), bias("ffn_norm", e)]);
+        }
+        if c.projection_biases() {
             out.extend([
-                bias("attn_norm", e),
-                bias("ffn_norm", e),
                 bias("attn_output", e),
                 bias("ffn_up", ff),
                 bias("ffn_down", e),

@@ -81,6 +81,9 @@ pub enum SyntheticArch {
     /// `starcoder2`: layer norms with biases, biases on every projection,
     /// a GELU feed-forward without a gate, neox rope.
     Starcoder2,
+    /// `stablelm`: layer norms with biases, q/k/v biases, neox rope over
+    /// half of each head, an output matrix of its own.
+    StableLm,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -115,6 +118,7 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ),
     ("cohere2", SyntheticArch::Cohere2, "cohere2"),
     ("starcoder2", SyntheticArch::Starcoder2, "starcoder2"),
+    ("stablelm", SyntheticArch::StableLm, "stablelm"),
 ];
 
 impl SyntheticArch {
@@ -159,7 +163,7 @@ impl SyntheticArch {
             SyntheticArch::HunyuanDense => {
                 w.add(key("expert_count"), 1u32);
             }
-            SyntheticArch::Starcoder2 => {
+            SyntheticArch::Starcoder2 | SyntheticArch::StableLm => {
                 w.add(key("attention.layer_norm_epsilon"), 1e-5f32);
             }
             SyntheticArch::Cohere2 => {
