@@ -530,6 +530,17 @@ fn multi_section_rope_is_an_error() {
     assert!(ModelConfig::from_gguf(&meta_of("glm4", &sections(vec![0; 4]), "")).is_ok());
 }
 
+/// Whether each of the first four layers attends through the window, and
+/// whether it ropes.
+fn windows_and_ropes(c: &ModelConfig) -> Vec<(bool, bool)> {
+    (0..4)
+        .map(|il| (c.is_swa_layer(il), c.ropes_layer(il)))
+        .collect()
+}
+
+const THREE_SLIDING_ROPED_OF_FOUR: [(bool, bool); 4] =
+    [(true, true), (true, true), (true, true), (false, false)];
+
 #[test]
 fn exaone4_has_a_window_at_64_layers_only() {
     let layers = |n: u32| [("llama.block_count", Value::U32(n))];
@@ -543,13 +554,7 @@ fn exaone4_has_a_window_at_64_layers_only() {
     let c = ModelConfig::from_gguf(&meta_of("exaone4", &layers(64), "")).unwrap();
     assert_eq!(c.n_swa, 4096);
     // Three sliding, roped layers of every four; the fourth global, unroped.
-    let pattern: Vec<(bool, bool)> = (0..4)
-        .map(|il| (c.is_swa_layer(il), c.ropes_layer(il)))
-        .collect();
-    assert_eq!(
-        pattern,
-        [(true, true), (true, true), (true, true), (false, false)]
-    );
+    assert_eq!(windows_and_ropes(&c), THREE_SLIDING_ROPED_OF_FOUR);
 }
 
 #[test]
@@ -585,13 +590,7 @@ fn cohere2_reads_its_window_norm_epsilon_and_logit_scale() {
     );
     assert_eq!((c.n_swa, c.scales.logit), (16, Some(0.25)));
     assert!(c.layer_norms() && c.parallel_blocks());
-    let roped: Vec<(bool, bool)> = (0..4)
-        .map(|il| (c.is_swa_layer(il), c.ropes_layer(il)))
-        .collect();
-    assert_eq!(
-        roped,
-        [(true, true), (true, true), (true, true), (false, false)]
-    );
+    assert_eq!(windows_and_ropes(&c), THREE_SLIDING_ROPED_OF_FOUR);
     // llama.cpp requires the window.
     let no_window = [keys[0].clone(), keys[1].clone()];
     let err = ModelConfig::from_gguf(&meta_of("cohere2", &no_window, "")).unwrap_err();
