@@ -14,8 +14,8 @@
 //! (`tiny@glm4`) EXAONE 4
 //! (`tiny@exaone4`, `tiny@exaone4-swa`) Hunyuan dense
 //! (`tiny@hunyuan-dense`) Cohere 2 (`tiny@cohere2`)
-//! StarCoder2 (`tiny@starcoder2`) and StableLM
-//! (`tiny@stablelm`).
+//! StarCoder2 (`tiny@starcoder2`) StableLM
+//! (`tiny@stablelm`) and MiniCPM (`tiny@minicpm`).
 
 mod fixtures;
 
@@ -305,6 +305,13 @@ fn starcoder2_matches_llama_cpp() {
 #[test]
 fn stablelm_matches_llama_cpp() {
     on_every_backend("tiny@stablelm");
+}
+
+/// MiniCPM: Granite's graph with MiniCPM's default scales (the file names
+/// none).
+#[test]
+fn minicpm_matches_llama_cpp() {
+    on_every_backend("tiny@minicpm");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

@@ -11,7 +11,7 @@ pub use experts::Experts;
 use rope::{rope_factors, rope_params, yarn_log_multiplier};
 pub use rope::{RopeFactors, ROPE_FACTORS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT};
 pub use scales::BranchScales;
-use scales::{cohere_scales, granite_scales};
+use scales::{cohere_scales, granite_scales, minicpm_scales};
 use swa::sliding_window;
 
 use crate::gguf::Gguf;
@@ -117,6 +117,10 @@ pub enum Family {
     /// where the file has them. The 12B's per-head q/k norms and parallel
     /// blocks are a load error.
     StableLm,
+    /// llama.cpp's `minicpm` graph (MiniCPM 1B/2B), Granite's: the
+    /// embeddings, each residual branch and the logits scaled, by the
+    /// file's factors or MiniCPM's defaults.
+    MiniCpm,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -144,6 +148,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("cohere2", Family::Cohere2),
     ("starcoder2", Family::Starcoder2),
     ("stablelm", Family::StableLm),
+    ("minicpm", Family::MiniCpm),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -172,6 +177,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "cohere2",
     "starcoder2",
     "stablelm",
+    "minicpm",
 ];
 
 /// The feed-forward's gate activation.
@@ -363,7 +369,8 @@ impl ModelConfig {
             | Family::Granite
             | Family::GraniteMoe
             | Family::Glm4
-            | Family::Cohere2 => RopeMode::Normal,
+            | Family::Cohere2
+            | Family::MiniCpm => RopeMode::Normal,
             Family::Gemma3
             | Family::Gemma2
             | Family::Gemma
@@ -414,6 +421,7 @@ impl ModelConfig {
         let (scales, attention_scale) = match family {
             Family::Granite | Family::GraniteMoe => granite_scales(g, &arch)?,
             Family::Cohere2 => (cohere_scales(g, &arch)?, None),
+            Family::MiniCpm => (minicpm_scales(g, &arch, n_layer, n_embd)?, None),
             _ => (BranchScales::default(), None),
         };
         let swa = sliding_window(g, &arch, family, n_layer, &rope)?;

@@ -30,6 +30,35 @@ pub(super) fn cohere_scales(g: &Gguf, arch: &str) -> Result<BranchScales> {
     })
 }
 
+/// MiniCPM's scales, as llama.cpp reads them: the file's where it has
+/// them, else MiniCPM's own (embeddings times 12, each residual branch
+/// times `1.4 / sqrt(n_layer)`, logits divided by `256 / n_embd`).
+pub(super) fn minicpm_scales(
+    g: &Gguf,
+    arch: &str,
+    n_layer: usize,
+    n_embd: usize,
+) -> Result<BranchScales> {
+    let key = |s: &str| format!("{arch}.{s}");
+    let embedding = g.opt_f32(&key("embedding_scale"))?.unwrap_or(12.0);
+    let residual = g
+        .opt_f32(&key("residual_scale"))?
+        .unwrap_or(1.4 / (n_layer as f32).sqrt());
+    let logit = g
+        .opt_f32(&key("logit_scale"))?
+        .unwrap_or(256.0 / n_embd as f32);
+    if logit == 0.0 || ![embedding, residual, logit].iter().all(|v| v.is_finite()) {
+        return Err(Error::invalid(format!(
+            "{arch}: scales {embedding} (embeddings), {residual} (residual), {logit} (logit divisor)"
+        )));
+    }
+    Ok(BranchScales {
+        embedding: Some(embedding),
+        residual: Some(residual),
+        logit: Some(1.0 / logit),
+    })
+}
+
 /// Granite's scales and its attention score scale, as llama.cpp reads them:
 /// the logit scale is required, the others optional, and a factor of 0
 /// means none. Granite's optional biases and its rope switch

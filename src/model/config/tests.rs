@@ -634,3 +634,21 @@ fn stablelm_12b_norms_and_parallel_blocks_are_errors() {
     let err = ModelConfig::from_gguf(&meta_of("stablelm", &eps, drop)).unwrap_err();
     assert!(err.to_string().contains("parallel attention"), "{err}");
 }
+
+#[test]
+fn minicpm_scales_default_as_llama_cpp() {
+    let c = ModelConfig::from_gguf(&meta_of("minicpm", &[], "")).unwrap();
+    // Two layers, 64 wide.
+    let want = BranchScales {
+        embedding: Some(12.0),
+        residual: Some(1.4 / 2f32.sqrt()),
+        logit: Some(1.0 / (256.0 / 64.0)),
+    };
+    assert_eq!(
+        (c.family, c.rope.mode, c.scales),
+        (Family::MiniCpm, RopeMode::Normal, want)
+    );
+    let keyed = [("llama.residual_scale", Value::F32(0.5))];
+    let c = ModelConfig::from_gguf(&meta_of("minicpm", &keyed, "")).unwrap();
+    assert_eq!(c.scales.residual, Some(0.5));
+}

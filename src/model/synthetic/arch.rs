@@ -84,6 +84,8 @@ pub enum SyntheticArch {
     /// `stablelm`: layer norms with biases, q/k/v biases, neox rope over
     /// half of each head, an output matrix of its own.
     StableLm,
+    /// `minicpm`: Granite's scales at MiniCPM's defaults (no keys).
+    MiniCpm,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -119,6 +121,7 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ("cohere2", SyntheticArch::Cohere2, "cohere2"),
     ("starcoder2", SyntheticArch::Starcoder2, "starcoder2"),
     ("stablelm", SyntheticArch::StableLm, "stablelm"),
+    ("minicpm", SyntheticArch::MiniCpm, "minicpm"),
 ];
 
 impl SyntheticArch {
