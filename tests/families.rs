@@ -15,7 +15,8 @@
 //! (`tiny@exaone4`, `tiny@exaone4-swa`) Hunyuan dense
 //! (`tiny@hunyuan-dense`) Cohere 2 (`tiny@cohere2`)
 //! StarCoder2 (`tiny@starcoder2`) StableLM
-//! (`tiny@stablelm`) and MiniCPM (`tiny@minicpm`).
+//! (`tiny@stablelm`) MiniCPM (`tiny@minicpm`) and
+//! Arcee (`tiny@arcee`).
 
 mod fixtures;
 
@@ -312,6 +313,12 @@ fn stablelm_matches_llama_cpp() {
 #[test]
 fn minicpm_matches_llama_cpp() {
     on_every_backend("tiny@minicpm");
+}
+
+/// Arcee: an ungated `relu(up(x))^2` feed-forward, Llama 3's rope factors.
+#[test]
+fn arcee_matches_llama_cpp() {
+    on_every_backend("tiny@arcee");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

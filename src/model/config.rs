@@ -121,6 +121,9 @@ pub enum Family {
     /// embeddings, each residual branch and the logits scaled, by the
     /// file's factors or MiniCPM's defaults.
     MiniCpm,
+    /// llama.cpp's `arcee` graph (Arcee AFM-4.5B): llama's with a
+    /// feed-forward without a gate, `down(relu(up(x))^2)`.
+    Arcee,
 }
 
 /// Every family, with its `general.architecture` name.
@@ -149,6 +152,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("starcoder2", Family::Starcoder2),
     ("stablelm", Family::StableLm),
     ("minicpm", Family::MiniCpm),
+    ("arcee", Family::Arcee),
 ];
 
 /// Architectures wginfer can load: the names of the family table, in order
@@ -178,6 +182,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "starcoder2",
     "stablelm",
     "minicpm",
+    "arcee",
 ];
 
 /// The feed-forward's gate activation.
@@ -187,6 +192,8 @@ pub enum Activation {
     Silu,
     /// GELU, tanh approximation (gemma).
     GeluTanh,
+    /// `relu(x)^2` (Arcee's ungated feed-forward).
+    ReluSquared,
 }
 
 /// SmolLM3's layers without rope: every fourth (llama.cpp's
@@ -370,7 +377,8 @@ impl ModelConfig {
             | Family::GraniteMoe
             | Family::Glm4
             | Family::Cohere2
-            | Family::MiniCpm => RopeMode::Normal,
+            | Family::MiniCpm
+            | Family::Arcee => RopeMode::Normal,
             Family::Gemma3
             | Family::Gemma2
             | Family::Gemma
@@ -599,9 +607,9 @@ impl ModelConfig {
     }
 
     /// Whether the feed-forward is gated, `down(act(gate(x)) * up(x))`,
-    /// rather than `down(act(up(x)))` (StarCoder2).
+    /// rather than `down(act(up(x)))` (StarCoder2, Arcee).
     pub fn gated_ffn(&self) -> bool {
-        self.family != Family::Starcoder2
+        !matches!(self.family, Family::Starcoder2 | Family::Arcee)
     }
 
     /// Whether attention and the feed-forward read the same normed input
@@ -632,6 +640,7 @@ impl ModelConfig {
             Family::Gemma3 | Family::Gemma2 | Family::Gemma | Family::Starcoder2 => {
                 Activation::GeluTanh
             }
+            Family::Arcee => Activation::ReluSquared,
             _ => Activation::Silu,
         }
     }

@@ -584,7 +584,7 @@ pub fn build(
 /// `cap * tanh(x * scale / cap)`: Gemma 2's soft cap of `x * scale`.
 /// `down(act(gate(x)) * up(x))` of layer `il`'s weights `[gate, up,
 /// down]`; Phi-3's and GLM-4's gate and up are the halves of one `ffn_up`,
-/// and StarCoder2's `down(act(up(x)))` has no gate.
+/// and StarCoder2's and Arcee's `down(act(up(x)))` have no gate.
 fn gated_ffn(
     g: &mut Graph,
     c: &ModelConfig,
@@ -597,6 +597,10 @@ fn gated_ffn(
     let act = |g: &mut Graph, x: TensorId| match c.activation() {
         Activation::Silu => g.silu(x),
         Activation::GeluTanh => g.gelu(x),
+        Activation::ReluSquared => {
+            let r = g.relu(x)?;
+            g.mul(r, r)
+        }
     };
     if !c.gated_ffn() {
         let [up] = project(g, w, il, [up], x, home)?;

@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`, `starcoder2`, `stablelm`, `minicpm`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`, `starcoder2`, `stablelm`, `minicpm`, `arcee`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -348,7 +348,7 @@ impl SyntheticLlama {
             f32_bytes(&f)
         };
         match self.arch {
-            SyntheticArch::Llama3 | SyntheticArch::Mistral3 => {
+            SyntheticArch::Llama3 | SyntheticArch::Mistral3 | SyntheticArch::Arcee => {
                 w.add_tensor("rope_freqs.weight", DType::F32, &[n_pairs], factors(8.0))?;
             }
             SyntheticArch::Phi3 => {
@@ -420,6 +420,9 @@ impl SyntheticLlama {
                     matrix(&mut w, name("ffn_up_shexp"), t, [e, ff / 2])?;
                     matrix(&mut w, name("ffn_down_shexp"), t, [ff / 2, e])?;
                 }
+            } else if self.arch == SyntheticArch::Arcee {
+                matrix(&mut w, name("ffn_up"), t, [e, ff])?;
+                matrix(&mut w, name("ffn_down"), t, [ff, e])?;
             } else if self.arch == SyntheticArch::Starcoder2 {
                 matrix(&mut w, name("ffn_up"), t, [e, ff])?;
                 matrix(&mut w, name("ffn_down"), t, [ff, e])?;
@@ -496,7 +499,8 @@ impl SyntheticLlama {
                 | SyntheticArch::GraniteMoe
                 | SyntheticArch::Cohere2
                 | SyntheticArch::Starcoder2
-                | SyntheticArch::MiniCpm => {}
+                | SyntheticArch::MiniCpm
+                | SyntheticArch::Arcee => {}
             }
             let post_norms = matches!(
                 self.arch,

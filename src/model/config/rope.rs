@@ -28,7 +28,8 @@ pub(super) fn rope_factors(g: &Gguf, family: Family, rope: &RopeParams) -> Resul
         | Family::Exaone
         | Family::Exaone4
         | Family::Cohere2
-        | Family::MiniCpm => &[ROPE_FACTORS],
+        | Family::MiniCpm
+        | Family::Arcee => &[ROPE_FACTORS],
         Family::Phi3 => &[ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT],
         Family::Gemma3
         | Family::Gemma2

@@ -652,3 +652,13 @@ fn minicpm_scales_default_as_llama_cpp() {
     let c = ModelConfig::from_gguf(&meta_of("minicpm", &keyed, "")).unwrap();
     assert_eq!(c.scales.residual, Some(0.5));
 }
+
+#[test]
+fn arcee_has_an_ungated_squared_relu_feed_forward() {
+    let c = ModelConfig::from_gguf(&meta_of("arcee", &[], "")).unwrap();
+    assert_eq!((c.family, c.rope.mode), (Family::Arcee, RopeMode::Normal));
+    assert_eq!(
+        (c.gated_ffn(), c.activation()),
+        (false, Activation::ReluSquared)
+    );
+}

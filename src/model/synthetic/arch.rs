@@ -86,6 +86,9 @@ pub enum SyntheticArch {
     StableLm,
     /// `minicpm`: Granite's scales at MiniCPM's defaults (no keys).
     MiniCpm,
+    /// `arcee`: an ungated `relu(up(x))^2` feed-forward and Llama 3's rope
+    /// factors.
+    Arcee,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -122,6 +125,7 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ("starcoder2", SyntheticArch::Starcoder2, "starcoder2"),
     ("stablelm", SyntheticArch::StableLm, "stablelm"),
     ("minicpm", SyntheticArch::MiniCpm, "minicpm"),
+    ("arcee", SyntheticArch::Arcee, "arcee"),
 ];
 
 impl SyntheticArch {
