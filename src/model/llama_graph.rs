@@ -514,7 +514,7 @@ pub fn build(
             Some(e) if e.n_ff_shared > 0 => {
                 let routed = experts::moe_ffn(&mut g, w, e, il, cur)?;
                 let names = ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"];
-                let mut shared = gated_ffn(&mut g, c, w, il, names, cur, home)?;
+                let mut shared = feed_forward(&mut g, c, w, il, names, cur, home)?;
                 if e.shared_gate {
                     shared = experts::gate_shared(&mut g, w, il, cur, shared)?;
                 }
@@ -523,7 +523,7 @@ pub fn build(
             Some(e) => experts::moe_ffn(&mut g, w, e, il, cur)?,
             None => {
                 let names = ["ffn_gate", "ffn_up", "ffn_down"];
-                gated_ffn(&mut g, c, w, il, names, cur, home)?
+                feed_forward(&mut g, c, w, il, names, cur, home)?
             }
         };
         if c.has_post_norms() {
@@ -581,11 +581,10 @@ pub fn build(
     })
 }
 
-/// `cap * tanh(x * scale / cap)`: Gemma 2's soft cap of `x * scale`.
 /// `down(act(gate(x)) * up(x))` of layer `il`'s weights `[gate, up,
 /// down]`; Phi-3's and GLM-4's gate and up are the halves of one `ffn_up`,
 /// and StarCoder2's and Arcee's `down(act(up(x)))` have no gate.
-fn gated_ffn(
+fn feed_forward(
     g: &mut Graph,
     c: &ModelConfig,
     w: &Weights,
@@ -621,6 +620,7 @@ fn gated_ffn(
     Ok(down)
 }
 
+/// `cap * tanh(x * scale / cap)`: Gemma 2's soft cap of `x * scale`.
 fn soft_cap(g: &mut Graph, x: TensorId, cap: f32, scale: f32) -> Result<TensorId> {
     let x = g.scale(x, scale / cap)?;
     let x = g.tanh(x)?;
