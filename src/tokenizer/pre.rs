@@ -72,9 +72,9 @@ impl PreTokenizer {
         })
     }
 
-    /// Whether llama.cpp, for this `tokenizer.ggml.pre`, takes a word that is
-    /// a whole vocabulary entry as it is, without merging, and adds BOS by
-    /// default (the Llama 3 family).
+    /// Whether llama.cpp, for this `tokenizer.ggml.pre`, adds BOS by
+    /// default and takes a word that is a whole vocabulary entry as it is,
+    /// without merging (the Llama 3 family).
     pub(super) fn llama3_flags(name: &str) -> bool {
         matches!(
             name,
