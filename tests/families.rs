@@ -15,8 +15,8 @@
 //! (`tiny@exaone4`, `tiny@exaone4-swa`) Hunyuan dense
 //! (`tiny@hunyuan-dense`) Cohere 2 (`tiny@cohere2`)
 //! StarCoder2 (`tiny@starcoder2`) StableLM
-//! (`tiny@stablelm`) MiniCPM (`tiny@minicpm`) and
-//! Arcee (`tiny@arcee`).
+//! (`tiny@stablelm`) MiniCPM (`tiny@minicpm`),
+//! Arcee (`tiny@arcee`) and Qwen2-VL's text model (`tiny@qwen2vl`).
 
 mod fixtures;
 
@@ -319,6 +319,13 @@ fn minicpm_matches_llama_cpp() {
 #[test]
 fn arcee_matches_llama_cpp() {
     on_every_backend("tiny@arcee");
+}
+
+/// Qwen2-VL's language model on text: its rope sections all at the token's
+/// position, which is Qwen 2's neox rope.
+#[test]
+fn qwen2vl_text_matches_llama_cpp() {
+    on_every_backend("tiny@qwen2vl");
 }
 
 /// The flash-attention kernels have no soft cap: asking for them on Gemma 2

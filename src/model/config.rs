@@ -133,6 +133,10 @@ const FAMILIES: &[(&str, Family)] = &[
     ("gemma2", Family::Gemma2),
     ("gemma", Family::Gemma),
     ("qwen2", Family::Qwen2),
+    // Qwen2-VL's and Qwen2.5-VL's language model, for text: its
+    // multi-section rope turns every section by the same position then,
+    // which is Qwen 2's neox rope.
+    ("qwen2vl", Family::Qwen2),
     ("qwen3", Family::Qwen3),
     ("qwen3moe", Family::Qwen3Moe),
     ("smollm3", Family::SmolLM3),
@@ -163,6 +167,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "gemma2",
     "gemma",
     "qwen2",
+    "qwen2vl",
     "qwen3",
     "qwen3moe",
     "smollm3",
@@ -278,14 +283,17 @@ fn main_layers(g: &Gguf, arch: &str) -> Result<usize> {
 
 /// An error for a file whose rope is M-RoPE (`{arch}.rope.dimension_sections`
 /// with a section above 0: GLM-4.1V and other vision-language files, whose
-/// q/k rows are permuted for llama.cpp's multi-section rope).
+/// q/k rows are permuted for llama.cpp's multi-section rope) — except
+/// Qwen2-VL's, whose text tokens take one position in all three sections
+/// (the fourth must be empty), which is neox rope.
 fn reject_mrope(g: &Gguf, arch: &str) -> Result<()> {
     let key = format!("{arch}.rope.dimension_sections");
     let sections = match g.opt_array(&key)? {
         Some(a) => a.to_i64_vec().unwrap_or_default(),
         None => return Ok(()),
     };
-    if sections.iter().any(|&s| s != 0) {
+    let text_rope = arch == "qwen2vl" && sections.get(3).is_none_or(|&s| s == 0);
+    if !text_rope && sections.iter().any(|&s| s != 0) {
         return Err(Error::invalid(format!(
             "{arch}: multi-section rope ({key} {sections:?}, vision-language files) is not supported"
         )));
@@ -396,6 +404,11 @@ impl ModelConfig {
             | Family::Phi3 => RopeMode::Neox,
         };
         reject_mrope(g, &arch)?;
+        if g.tensor("output.bias").is_some() {
+            return Err(Error::invalid(format!(
+                "{arch}: an output bias ('output.bias') is not supported"
+            )));
+        }
         if family == Family::StableLm {
             for name in ["blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"] {
                 if g.tensor(name).is_some() {

@@ -158,7 +158,7 @@ impl SyntheticLlama {
     /// The preset called `smollm2-135m`, `1b`, `8b`, `30b-a3b`, `tiny` or `tiny-k`, optionally
     /// written as another architecture after an `@` (`llama3`, `qwen2`,
     /// `qwen3`, `smollm3`, `phi3`, `mistral3`, `granite`, `gemma2`, `mixtral`,
-    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`, `starcoder2`, `stablelm`, `minicpm`, `arcee`) and with its layers' weight type after a colon
+    /// `qwen3moe`, `granitemoe`, `olmoe`, `qwen2moe`, `olmo2`, `olmo3`, `glm4`, `exaone4`, `exaone4-swa`, `hunyuan-dense`, `cohere2`, `starcoder2`, `stablelm`, `minicpm`, `arcee`, `qwen2vl`) and with its layers' weight type after a colon
     /// (`8b:q4_K`, `tiny@qwen2`, `1b@llama3:q4_K`).
     pub fn preset(name: &str) -> Result<SyntheticLlama> {
         let (shape, weights) = match name.split_once(':') {
@@ -449,7 +449,10 @@ impl SyntheticLlama {
             }
             let bias = |s: &str| format!("blk.{il}.{s}.bias");
             match self.arch {
-                SyntheticArch::Qwen2 | SyntheticArch::Qwen2Moe | SyntheticArch::Glm4 => {
+                SyntheticArch::Qwen2
+                | SyntheticArch::Qwen2Vl
+                | SyntheticArch::Qwen2Moe
+                | SyntheticArch::Glm4 => {
                     for (m, n) in [("attn_q", e), ("attn_k", kv), ("attn_v", kv)] {
                         w.add_tensor(bias(m), DType::F32, &[n], values(n, -0.5, 0.5))?;
                     }

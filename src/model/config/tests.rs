@@ -528,6 +528,12 @@ fn multi_section_rope_is_an_error() {
         ModelConfig::from_gguf(&meta_of("glm4", &sections(vec![8, 12, 12, 0]), "")).unwrap_err();
     assert!(err.to_string().contains("multi-section rope"), "{err}");
     assert!(ModelConfig::from_gguf(&meta_of("glm4", &sections(vec![0; 4]), "")).is_ok());
+    // Qwen2-VL's text positions turn all three sections alike: neox rope.
+    let c = ModelConfig::from_gguf(&meta_of("qwen2vl", &sections(vec![2, 3, 3, 0]), "")).unwrap();
+    assert_eq!((c.family, c.rope.mode), (Family::Qwen2, RopeMode::Neox));
+    let err =
+        ModelConfig::from_gguf(&meta_of("qwen2vl", &sections(vec![2, 3, 2, 1]), "")).unwrap_err();
+    assert!(err.to_string().contains("multi-section rope"), "{err}");
 }
 
 /// Whether each of the first four layers attends through the window, and

@@ -89,6 +89,8 @@ pub enum SyntheticArch {
     /// `arcee`: an ungated `relu(up(x))^2` feed-forward and Llama 3's rope
     /// factors.
     Arcee,
+    /// `qwen2vl`: Qwen 2 with Qwen2-VL's rope sections (text positions).
+    Qwen2Vl,
 }
 
 /// Each architecture's name in presets (after `@`) and the
@@ -126,6 +128,7 @@ pub(super) const ARCHES: &[(&str, SyntheticArch, &str)] = &[
     ("stablelm", SyntheticArch::StableLm, "stablelm"),
     ("minicpm", SyntheticArch::MiniCpm, "minicpm"),
     ("arcee", SyntheticArch::Arcee, "arcee"),
+    ("qwen2vl", SyntheticArch::Qwen2Vl, "qwen2vl"),
 ];
 
 impl SyntheticArch {
@@ -166,6 +169,10 @@ impl SyntheticArch {
             }
             SyntheticArch::Exaone4Swa => {
                 w.add(key("attention.sliding_window"), 8u32);
+            }
+            SyntheticArch::Qwen2Vl => {
+                // Sections of the 8 rotated pairs of a 16-wide head.
+                w.add(key("rope.dimension_sections"), vec![2i32, 3, 3, 0]);
             }
             SyntheticArch::HunyuanDense => {
                 w.add(key("expert_count"), 1u32);
