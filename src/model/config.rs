@@ -222,8 +222,9 @@ pub struct ModelConfig {
     pub n_head_kv: usize,
     /// Values per head (`{arch}.attention.key_length`, default `n_embd / n_head`).
     pub head_dim: usize,
-    /// RMS norm epsilon (`{arch}.attention.layer_norm_rms_epsilon`).
-    pub rms_eps: f32,
+    /// The norms' epsilon (`{arch}.attention.layer_norm_rms_epsilon`, or
+    /// `attention.layer_norm_epsilon` for the layer-norm families).
+    pub norm_eps: f32,
     /// Context length the model was trained with (`{arch}.context_length`).
     pub n_ctx_train: usize,
     /// Vocabulary size: the number of tokenizer tokens.
@@ -324,7 +325,7 @@ impl ModelConfig {
         let n_head_kv = g
             .opt_usize(&key("attention.head_count_kv"))?
             .unwrap_or(n_head);
-        let rms_eps = match family {
+        let norm_eps = match family {
             Family::Cohere2 | Family::Starcoder2 | Family::StableLm => {
                 g.get_f32(&key("attention.layer_norm_epsilon"))?
             }
@@ -472,7 +473,7 @@ impl ModelConfig {
             n_head,
             n_head_kv,
             head_dim,
-            rms_eps,
+            norm_eps,
             n_ctx_train,
             n_vocab,
             rope,

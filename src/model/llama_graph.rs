@@ -355,8 +355,8 @@ pub fn build(
     // `x / rms(x) * w` (or a layer norm's `(x - mean) / sd * w`) with the
     // weight `blk.{il}.{name}`.
     let normed = |g: &mut Graph, x: TensorId| match c.layer_norms() {
-        true => g.norm(x, c.rms_eps),
-        false => g.rms_norm(x, c.rms_eps),
+        true => g.norm(x, c.norm_eps),
+        false => g.rms_norm(x, c.norm_eps),
     };
     let weighted = |g: &mut Graph, normed: TensorId, name: &str| -> Result<TensorId> {
         let weight = w.input(g, &format!("{name}.weight"))?;
@@ -383,14 +383,13 @@ pub fn build(
             true => norm(&mut g, inp_l, il, "attn_norm")?,
             false => inp_l,
         };
-        let cur = attn_in;
         let home = w.home(&format!("blk.{il}.{}.weight", c.layer_home_weight()))?;
         let [q, k, v] = match c.fused_qkv {
             true => {
-                let [qkv] = project(&mut g, w, il, ["attn_qkv"], cur, home)?;
+                let [qkv] = project(&mut g, w, il, ["attn_qkv"], attn_in, home)?;
                 split_rows(&mut g, qkv, [c.n_embd_q(), n_embd_kv, n_embd_kv])?
             }
-            false => project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], cur, home)?,
+            false => project(&mut g, w, il, ["attn_q", "attn_k", "attn_v"], attn_in, home)?,
         };
         let (q, k) = match c.has_full_qk_norm() {
             true => (

@@ -591,7 +591,7 @@ fn cohere2_reads_its_window_norm_epsilon_and_logit_scale() {
     ))
     .unwrap();
     assert_eq!(
-        (c.family, c.rope.mode, c.rms_eps),
+        (c.family, c.rope.mode, c.norm_eps),
         (Family::Cohere2, RopeMode::Normal, 1e-3)
     );
     assert_eq!((c.n_swa, c.scales.logit), (16, Some(0.25)));
