@@ -63,9 +63,15 @@ struct Args {
         hide_default_value = true
     )]
     n_ctx: usize,
-    /// Most prompt tokens per graph
-    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
-    n_batch: usize,
+    /// Logical batch: most prompt tokens handed to the model at once
+    /// (llama.cpp's -b); each graph takes at most --ubatch-size of them
+    #[arg(short = 'b', long = "batch-size", default_value_t = 2048,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    n_batch: u32,
+    /// Physical batch: most prompt tokens per graph (llama.cpp's -ub)
+    #[arg(long = "ubatch-size", visible_alias = "ub", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    n_ubatch: u32,
     /// Wrap the prompt in the model's chat format as one user turn: the
     /// file's template, else ChatML (Gemma's turns for Gemma vocabularies)
     #[arg(long)]
@@ -105,7 +111,9 @@ fn run(a: &Args) -> wginfer::Result<()> {
         chat: a.chat,
         ignore_eos: a.ignore_eos,
     };
-    let mut model = a.model.load(a.n_ctx, a.n_batch)?;
+    // A prompt runs in graphs of the physical batch, as llama.cpp's do.
+    let tokens_per_graph = a.n_batch.min(a.n_ubatch) as usize;
+    let mut model = a.model.load(a.n_ctx, tokens_per_graph)?;
     model.set_pipelining(!a.no_pipelining);
     let info = model.backend_info().clone();
     let placement = common::placement_note(&model);
