@@ -180,6 +180,7 @@ parity_tests! {
     mul_mat => "mul_mat",
     mul_mat_id => "mul_mat_id",
     fused => "fused",
+    fused_prompt => "fused_prompt",
     flash_attn => "flash_attn_ext",
     argmax => "argmax",
     top_k => "top_k",

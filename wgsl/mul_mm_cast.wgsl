@@ -6,10 +6,13 @@
 // unit and column writes its 16 bytes. Converting once here, where every
 // row tile of the product used to load and convert the f32 activations
 // again, halves their reads and takes the conversions out of its steps.
+// `cast_load(byte)` (from the encoder) reads one activation: `a` as it is,
+// or silu(gate) * up of a folded silu x up (gate in `a`, up `p.y.z` bytes
+// further in the same binding).
 
 fn cast_value(col: u32, u: u32, i: u32) -> f32 {
     let k = x_elem(u, i);
-    return select(0.0, load_a(col + min(k, p.a.ne.x - 1u) * p.a.nb.x), k < p.a.ne.x);
+    return select(0.0, cast_load(col + min(k, p.a.ne.x - 1u) * p.a.nb.x), k < p.a.ne.x);
 }
 
 fn cast_pair(col: u32, u: u32, i: u32) -> u32 {

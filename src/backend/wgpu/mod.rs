@@ -187,16 +187,20 @@ impl Device {
         })
     }
 
+    /// The cast scratch's size for `bytes` (whole MiB, so that it grows
+    /// in steps), or `None` past a binding's limit.
+    fn cast_scratch_size(&self, bytes: u64) -> Option<u64> {
+        const MIB: u64 = 1 << 20;
+        let size = bytes.max(1).div_ceil(MIB) * MIB;
+        (size <= self.gpu.limits.max_storage_buffer_binding_size).then_some(size)
+    }
+
     /// A buffer of at least `bytes` for cast activations, or `None` when
     /// it would pass the binding limit or cannot be allocated (the caller
     /// then takes a path without it). Grows in MiB steps; buffers it
     /// replaces live on in the bind groups of plans that used them.
     fn cast_scratch(&self, bytes: u64) -> Option<wgpu::Buffer> {
-        const MIB: u64 = 1 << 20;
-        let size = bytes.max(1).div_ceil(MIB) * MIB;
-        if size > self.gpu.limits.max_storage_buffer_binding_size {
-            return None;
-        }
+        let size = self.cast_scratch_size(bytes)?;
         let mut held = self.cast_scratch.lock().ok()?;
         if let Some(buffer) = held.as_ref().filter(|b| b.size() >= bytes) {
             return Some(buffer.clone());

@@ -331,3 +331,50 @@ fn rope_kv_store_cases(cases: &mut Vec<Case>) -> Result<()> {
     }
     Ok(())
 }
+
+/// Folds into a prompt's product (`fused_prompt`): silu(gate) * up of a
+/// joined gate/up product, which a device with cooperative matrices
+/// computes in the cast of the product's activations (elsewhere the nodes
+/// run one by one, so these check only the path taken), with and without
+/// the residual add after it; and a projection added to the residual
+/// stream. Not `fused`: those each run as one dispatch.
+pub fn prompt_cases() -> Result<Vec<Case>> {
+    let mut cases = Vec::new();
+    for (type_a, ff, m, n, residual) in [
+        (DType::Q4_0, 512, 130, 64, true),
+        (DType::Q4K, 512, 64, 77, false),
+        (DType::Q6K, 256, 129, 16, true),
+        (DType::F16, 96, 40, 33, false),
+    ] {
+        let mut b = CaseBuilder::new(cases.len() as u64 + 2100);
+        let gate_up = b.uniform(DType::F32, &[2 * ff, n], -4.0, 4.0)?;
+        let w = b.uniform(type_a, &[ff, m], -1.0, 1.0)?;
+        let row = b.g.layout(gate_up).nb[1];
+        let gate = b.g.view(gate_up, &[ff, n], &[row], 0)?;
+        let up = b.g.view(gate_up, &[ff, n], &[row], ff * 4)?;
+        let act = b.g.silu(gate)?;
+        let prod = b.g.mul(act, up)?;
+        let mut out = b.g.mul_mat(w, prod)?;
+        if residual {
+            let stream = b.uniform(DType::F32, &[m, n], -2.0, 2.0)?;
+            out = b.g.add(out, stream)?;
+        }
+        let name = format!(
+            "SILU_MUL_MUL_MAT(type_a={type_a},m={m},n={n},k={ff},residual={})",
+            u8::from(residual)
+        );
+        cases.push(b.case("fused_prompt", name, out, NMSE_MUL_MAT));
+    }
+    // A projection added to the residual stream (the attention output's).
+    for (type_a, k, m, n) in [(DType::Q8_0, 256, 96, 40), (DType::Q4_1, 576, 200, 129)] {
+        let mut b = CaseBuilder::new(cases.len() as u64 + 2100);
+        let x = b.uniform(DType::F32, &[k, n], -1.0, 1.0)?;
+        let w = b.uniform(type_a, &[k, m], -1.0, 1.0)?;
+        let stream = b.uniform(DType::F32, &[m, n], -2.0, 2.0)?;
+        let prod = b.g.mul_mat(w, x)?;
+        let out = b.g.add(prod, stream)?;
+        let name = format!("MUL_MAT_ADD(type_a={type_a},m={m},n={n},k={k})");
+        cases.push(b.case("fused_prompt", name, out, NMSE_MUL_MAT));
+    }
+    Ok(cases)
+}

@@ -35,6 +35,7 @@ pub fn all_cases() -> Result<Vec<Case>> {
         mul_mat::cases,
         mul_mat_id::cases,
         fused::cases,
+        fused::prompt_cases,
         flash_attn::cases,
         argmax::cases,
         top_k::cases,

@@ -17,7 +17,9 @@
 //!   mat-vec reading the product: the mat-vec normalises its activations as
 //!   it loads them ([`norm_into_mat_vec`]); likewise `silu`, the `mul` by up
 //!   and the mat-vec of the product, with the residual add after it when
-//!   that fits ([`silu_mul_into_mat_vec`]).
+//!   that fits ([`silu_mul_into_mat_vec`]); a prompt's product on
+//!   cooperative matrices computes `silu(gate) * up` in the cast of its
+//!   activations instead.
 //!
 //! Each computes what the pair does, operation for operation.
 

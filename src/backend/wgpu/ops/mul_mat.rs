@@ -24,7 +24,8 @@ mod coop;
 mod fits;
 
 use coop::{
-    cast_activations, coop_fits, coop_narrow_below, COOP_ENABLES, COOP_TILE, COOP_WG, MM_COOP,
+    cast_activations, casts, coop_fits, coop_narrow_below, COOP_ENABLES, COOP_TILE, COOP_WG,
+    MM_COOP,
 };
 pub use fits::{norm_fits, residual_fits, silu_mul_fits, softmax_fits};
 
@@ -627,8 +628,18 @@ fn encode_product(
         Kind::Tiled if residual.is_none() && prologue == Prologue::None => {
             key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG)
         }
-        Kind::Coop { narrow } if residual.is_none() && prologue == Prologue::None => {
-            let cast = cast_activations(enc, a, b, defs, &mut bindings, &mut params);
+        Kind::Coop { narrow }
+            if residual.is_none() && matches!(prologue, Prologue::None | Prologue::SiluMul) =>
+        {
+            // A folded silu x up is computed by the cast (silu_mul_fits
+            // checked that the product has one).
+            let up = (prologue == Prologue::SiluMul).then_some(params.y[2]);
+            let cast = cast_activations(enc, a, b, up, defs, &mut bindings, &mut params);
+            if up.is_some() && cast.is_none() {
+                return Err(enc
+                    .device
+                    .error("no scratch buffer for the activations of a folded silu x up"));
+            }
             let body = MM_COOP[usize::from(cast.is_some())][usize::from(narrow)];
             let coop = KernelKey {
                 enables: COOP_ENABLES,
@@ -644,9 +655,10 @@ fn encode_product(
             coop
         }
         Kind::Tiled | Kind::Coop { .. } => {
-            return Err(enc
-                .device
-                .error("a residual add or a norm is fused only into the mat-vec kernel"))
+            return Err(enc.device.error(
+                "a residual add or a norm is fused only into the mat-vec kernel \
+                 (a silu x up also into a cooperative product's cast)",
+            ))
         }
         Kind::Vec(i) => {
             let (workgroup, groups) = vec_shape(enc.device, dtype, enc.graph.layout(a).ne[0]);

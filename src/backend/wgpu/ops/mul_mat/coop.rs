@@ -6,7 +6,7 @@ use crate::backend::wgpu::ops::decoders::units_per_row;
 use crate::backend::wgpu::params::Params;
 use crate::backend::wgpu::plan::{Binding, Dispatch};
 use crate::backend::wgpu::{Device, Reduction};
-use crate::graph::TensorId;
+use crate::graph::{Graph, TensorId};
 
 const COOP: &str = include_str!("../../../../../wgsl/mul_mm_coop.wgsl");
 pub(super) const COOP_ENABLES: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
@@ -38,7 +38,23 @@ pub(super) const MM_COOP: [[&[&str]; 2]; 2] = [
     [coop_body!("false", "128"), coop_body!("false", "64")],
     [coop_body!("true", "128"), coop_body!("true", "64")],
 ];
-const MM_CAST: &[&str] = &[QUANT, include_str!("../../../../../wgsl/mul_mm_cast.wgsl")];
+const CAST: &str = include_str!("../../../../../wgsl/mul_mm_cast.wgsl");
+/// The cast of the activations as they are, and of `silu(gate) * up` (a
+/// folded silu x up, in the binary kernel's order; see [`cast_activations`]).
+pub(super) const MM_CAST: [&[&str]; 2] = [
+    &[
+        QUANT,
+        "fn cast_load(byte: u32) -> f32 { return load_a(byte); }\n",
+        CAST,
+    ],
+    &[
+        QUANT,
+        "fn cast_load(byte: u32) -> f32 {\n\
+         \x20   let g = load_a(byte);\n\
+         \x20   return g / (1.0 + exp(-g)) * load_a(byte + p.y.z);\n}\n",
+        CAST,
+    ],
+];
 const CAST_WG: u32 = 256;
 pub(super) const COOP_TILE: usize = 128;
 /// Products with fewer 128 x 128 tiles than this take 128 x 64 ones, so
@@ -75,31 +91,50 @@ pub(super) fn coop_fits(dev: &Device) -> bool {
         && l.max_compute_workgroup_storage_size >= COOP_SHARED
 }
 
+/// `WGINFER_COOP_CAST=0` keeps a cooperative product's activations as
+/// they are, to compare.
+fn cast_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0"))
+}
+
+/// The invocations (one per unit and column) and scratch bytes of the
+/// cast of activations `b`, when they fit the kernel's indices and a
+/// binding of the device.
+fn cast_size(dev: &Device, graph: &Graph, b: TensorId) -> Option<(u32, u64)> {
+    let lb = graph.layout(b);
+    let columns = lb.ne[1..].iter().product::<usize>();
+    // At least the decoder's units of a row (exactly, for float rows).
+    let invocations = units_per_row(lb.ne[0]).checked_mul(columns)?;
+    let invocations = u32::try_from(invocations).ok()?;
+    let bytes = u64::from(invocations) * 16;
+    dev.cast_scratch_size(bytes).map(|_| (invocations, bytes))
+}
+
+/// Whether the activations `b` of a cooperative product go through the
+/// cast (so that a silu x up may be folded into it).
+pub(super) fn casts(dev: &Device, graph: &Graph, b: TensorId) -> bool {
+    !cast_off() && cast_size(dev, graph, b).is_some()
+}
+
 /// The dispatch casting the activations `b` of a cooperative product with
 /// weights `a` into the device's cast scratch (mul_mm_cast.wgsl), with
 /// `bindings[1]` and `params.b` pointed there; `None` (nothing changed)
-/// when the scratch cannot hold them.
+/// when the scratch cannot hold them. With `up`, the cast computes
+/// `silu(b) * up` where up lies `up` bytes past b in b's binding.
 pub(super) fn cast_activations(
     enc: &OpEncoder,
     a: TensorId,
     b: TensorId,
+    up: Option<u32>,
     defs: &'static str,
     bindings: &mut [Binding],
     params: &mut Params,
 ) -> Option<Dispatch> {
-    // `WGINFER_COOP_CAST=0` keeps the activations as they are, to compare.
-    static KEEP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *KEEP.get_or_init(|| std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0")) {
+    if cast_off() {
         return None;
     }
-    let lb = enc.graph.layout(b);
-    let columns = lb.ne[1..].iter().product::<usize>();
-    // At least the decoder's units of a row (exactly, for float rows).
-    let units = units_per_row(lb.ne[0]);
-    let invocations = units
-        .checked_mul(columns)
-        .filter(|&n| n <= u32::MAX as usize)?;
-    let bytes = invocations as u64 * 16;
+    let (invocations, bytes) = cast_size(enc.device, enc.graph, b)?;
     let buffer = enc.device.cast_scratch(bytes)?;
     let scratch = Binding {
         buffer,
@@ -111,13 +146,16 @@ pub(super) fn cast_activations(
         ..Default::default()
     };
     cast_params.d.offset = 0;
-    let mut cast_key = key(enc, "mul_mm_cast", &[b], MM_CAST, defs, false, CAST_WG);
-    cast_key.name = format!("mul_mm_cast_{}", enc.graph.layout(a).dtype.name());
+    cast_params.y[2] = up.unwrap_or(0);
+    let body = MM_CAST[usize::from(up.is_some())];
+    let mut cast_key = key(enc, "mul_mm_cast", &[b], body, defs, false, CAST_WG);
+    let kind = if up.is_some() { "silu_mul_" } else { "" };
+    cast_key.name = format!("mul_mm_cast_{kind}{}", enc.graph.layout(a).dtype.name());
     let cast = Dispatch {
         key: cast_key,
         bindings: vec![bindings[1].clone(), scratch.clone()],
         params: cast_params,
-        workgroups: enc.grid(invocations.div_ceil(CAST_WG as usize) as u32),
+        workgroups: enc.grid(invocations.div_ceil(CAST_WG)),
     };
     bindings[1] = scratch;
     params.b.offset = 0;

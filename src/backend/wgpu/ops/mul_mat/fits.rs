@@ -2,7 +2,7 @@
 //! dispatch (a residual add after it, a norm, soft_max or silu x up
 //! before it), and how many repeated activation loads such a fold may cost.
 
-use super::{plan, Kind, VEC_ROWS};
+use super::{casts, plan, Kind, VEC_ROWS};
 use crate::backend::wgpu::Device;
 use crate::graph::{Graph, Op, TensorId};
 use crate::DType;
@@ -104,10 +104,12 @@ pub fn softmax_fits(dev: &Device, graph: &Graph, sm: TensorId, mm: TensorId) -> 
         && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
 }
 
-/// Whether `silu` of a gate, the `mul` by up and the mat-vec `mm` reading
-/// the product can run as one mat-vec that computes `silu(gate) * up` as it
-/// loads its activations: gate and up are f32 views of one buffer with the
-/// same shape and strides (the halves of a joined gate/up product).
+/// Whether `silu` of a gate, the `mul` by up and the product `mm` reading
+/// their result can run as one mat-vec that computes `silu(gate) * up` as
+/// it loads its activations, or (a prompt's product on cooperative
+/// matrices) as the cast of its activations computing it: gate and up are
+/// f32 views of one buffer with the same shape and strides (the halves of
+/// a joined gate/up product).
 pub fn silu_mul_fits(
     dev: &Device,
     graph: &Graph,
@@ -134,6 +136,10 @@ pub fn silu_mul_fits(
         && lg.ne == lu.ne
         && lg.nb == lu.nb
         && same_buffer
-        && fold_is_cheap(graph, mm, false)
-        && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
+        && match plan(dev, graph, mm) {
+            Some((Kind::Vec(_), _, _)) => fold_is_cheap(graph, mm, false),
+            // The cast computes each activation once.
+            Some((Kind::Coop { .. }, _, _)) => casts(dev, graph, gate),
+            _ => false,
+        }
 }
