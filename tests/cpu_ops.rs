@@ -384,7 +384,7 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
     let fast = CpuBackend::with_threads(2).with_quantized_dots(true);
     let one_thread = CpuBackend::with_threads(1).with_quantized_dots(true);
     let mut rng = Rng::new(11);
-    let cases: [FastCase; 24] = [
+    let cases: [FastCase; 33] = [
         // Tiles of four rows by four columns, and rows and columns past them.
         (DType::Q4_0, 128, 9, [128, 6, 2, 1], NO_PERMUTE),
         (DType::Q5_0, 64, 10, [64, 5, 1, 1], NO_PERMUTE),
@@ -408,6 +408,17 @@ fn quantized_dots_stay_within_the_mul_mat_limit() {
         (DType::Q6K, 512, 9, [512, 6, 1, 1], NO_PERMUTE),
         (DType::IQ4XS, 256, 5, [256, 6, 1, 1], NO_PERMUTE),
         (DType::IQ4XS, 512, 3, [512, 1, 1, 1], NO_PERMUTE),
+        (DType::IQ4NL, 64, 9, [64, 6, 1, 1], NO_PERMUTE),
+        // One column (a decode step) of every block type the rows above
+        // take only in tiles or column quads.
+        (DType::Q8_0, 128, 5, [128, 1, 1, 1], NO_PERMUTE),
+        (DType::Q5_0, 96, 6, [96, 1, 1, 1], NO_PERMUTE),
+        (DType::Q4K, 256, 5, [256, 1, 1, 1], NO_PERMUTE),
+        (DType::Q5K, 256, 3, [256, 1, 1, 1], NO_PERMUTE),
+        (DType::Q6K, 512, 4, [512, 1, 1, 1], NO_PERMUTE),
+        (DType::Q2K, 256, 6, [256, 1, 1, 1], NO_PERMUTE),
+        (DType::Q3K, 512, 3, [512, 1, 1, 1], NO_PERMUTE),
+        (DType::IQ4NL, 96, 7, [96, 1, 1, 1], NO_PERMUTE),
         (DType::F16, 40, 6, [40, 3, 1, 1], NO_PERMUTE),
         // Attention's shapes: K cache rows of a head times a permuted query.
         (DType::F16, 64, 9, [64, 5, 3, 1], [0, 2, 1, 3]),

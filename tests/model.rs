@@ -191,6 +191,16 @@ fn greedy_matches_llama_cpp() {
     }
 }
 
+/// The exact reference backend too (the spec the fast path and the GPU
+/// kernels are held to).
+#[test]
+fn greedy_matches_llama_cpp_on_the_reference() {
+    let mut m = reference_model();
+    for line in check_greedy(&mut m, GREEDY_MARGIN) {
+        eprintln!("reference {line}");
+    }
+}
+
 #[test]
 fn greedy_matches_llama_cpp_on_wgpu() {
     let Some(mut m) = gpu_model() else { return };
