@@ -9,7 +9,9 @@ use std::sync::OnceLock;
 use wginfer::backend::cpu::CpuBackend;
 use wginfer::backend::wgpu::{Reduction, WgpuBackend, WgpuOptions};
 use wginfer::backend::{Backend, TensorIo};
-use wginfer::parity::{all_cases, check, llama_cases, Case, LlamaCase};
+use wginfer::parity::{
+    all_cases, check, flash_attn_unfused_pairs, llama_cases, nmse, Case, LlamaCase,
+};
 
 fn backends() -> &'static [WgpuBackend] {
     static BACKENDS: OnceLock<Vec<WgpuBackend>> = OnceLock::new();
@@ -254,6 +256,34 @@ fn an_empty_split_submits_nothing() {
     gpu.allocate_graph(&mut g).unwrap();
     gpu.compute(&g, &[y]).unwrap();
     assert_eq!(gpu.last_run_stats().submits, 1);
+}
+
+/// Flash attention equals the attention it replaces (mul_mat, soft_max,
+/// mul_mat) on the same inputs: on the CPU reference, and on each wgpu
+/// device against the reference's unfused result.
+#[test]
+fn flash_attention_matches_the_unfused_path() {
+    let pairs = flash_attn_unfused_pairs().unwrap();
+    let reference = CpuBackend::new();
+    let run = |case: &Case, b: &dyn Backend| case.prepare(b).and_then(|p| p.run()).unwrap();
+    if backends().is_empty() {
+        fixtures::no_adapter(pairs.len(), "no adapter");
+    }
+    for (fa, unfused) in &pairs {
+        let want = run(unfused, &reference);
+        let mut got = vec![("reference".to_string(), run(fa, &reference))];
+        for b in backends() {
+            got.push((format!("{:?}", b.reduction()), run(fa, b)));
+        }
+        for (on, values) in got {
+            let e = nmse(&values, &want).unwrap();
+            assert!(
+                e <= fa.limit,
+                "{on} {}: NMSE {e:.3e} against the unfused path",
+                fa.name
+            );
+        }
+    }
 }
 
 #[test]

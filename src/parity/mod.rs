@@ -9,7 +9,7 @@ mod cases;
 mod llama;
 
 pub use crate::rng::Rng;
-pub use cases::{all_cases, perf_cases};
+pub use cases::{all_cases, flash_attn_unfused_pairs, perf_cases};
 pub use llama::{llama_cases, LlamaCase, Skip};
 
 use std::time::Instant;

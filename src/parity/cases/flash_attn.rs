@@ -86,6 +86,46 @@ struct Attention {
 }
 
 fn case(s: Attention, seed: u64) -> Result<Case> {
+    build(s, seed, false)
+}
+
+/// Flash-attention cases beside the unfused attention they replace on the
+/// same inputs (K^T Q as mul_mat, soft_max with the mask and scale, V
+/// times the weights as mul_mat, permuted to flash attention's [d, heads,
+/// queries]): decode and prompt shapes, GQA 1, 3 and 4, f16 and f32 K/V,
+/// V transposed and not, masked and not.
+pub fn unfused_pairs() -> Result<Vec<(Case, Case)>> {
+    let shapes = [
+        (64, 4, 4, 77, 1, Some(77), DType::F16, true),
+        (128, 8, 2, 300, 1, None, DType::F32, false),
+        (64, 9, 3, 100, 37, Some(100), DType::F16, true),
+        (80, 4, 1, 45, 20, Some(30), DType::F32, false),
+    ];
+    shapes
+        .into_iter()
+        .enumerate()
+        .map(
+            |(i, (d, n_head, n_head_kv, n_kv, n_q, visible, kv_type, v_transposed))| {
+                let shape = || Attention {
+                    d,
+                    n_head,
+                    n_head_kv,
+                    n_kv,
+                    n_q,
+                    visible,
+                    kv_type,
+                    v_transposed,
+                };
+                let seed = 2600 + i as u64;
+                Ok((build(shape(), seed, false)?, build(shape(), seed, true)?))
+            },
+        )
+        .collect()
+}
+
+/// The case of `s`: flash attention, or (`unfused`) the same attention of
+/// the same inputs as mul_mat, soft_max and mul_mat.
+fn build(s: Attention, seed: u64, unfused: bool) -> Result<Case> {
     let Attention {
         d,
         n_head,
@@ -127,7 +167,17 @@ fn case(s: Attention, seed: u64) -> Result<Case> {
         None => None,
     };
     let scale = 1.0 / (d as f32).sqrt();
-    let out = b.g.flash_attn(q, k, v, mask, scale)?;
+    let out = if unfused {
+        let kq = b.g.mul_mat(k, q)?;
+        let weights = b.g.soft_max(kq, mask, scale)?;
+        // V as rows of keys: [n_kv, d, heads].
+        let v_rows = b.g.permute(v, [1, 0, 2, 3])?;
+        let kqv = b.g.mul_mat(v_rows, weights)?;
+        let heads_first = b.g.permute(kqv, [0, 2, 1, 3])?;
+        b.g.cont(heads_first)?
+    } else {
+        b.g.flash_attn(q, k, v, mask, scale)?
+    };
     let padded = match visible {
         Some(visible) if visible < n_kv => format!(",visible={visible}"),
         _ => String::new(),
@@ -138,5 +188,10 @@ fn case(s: Attention, seed: u64) -> Result<Case> {
         u8::from(visible.is_some()),
         u8::from(v_transposed)
     );
-    Ok(b.case("flash_attn_ext", name, out, NMSE_MUL_MAT))
+    let op = if unfused {
+        "attention_unfused"
+    } else {
+        "flash_attn_ext"
+    };
+    Ok(b.case(op, name, out, NMSE_MUL_MAT))
 }

@@ -22,6 +22,8 @@ fn table_types() -> impl Iterator<Item = DType> {
     DType::ALL.into_iter().filter(|t| *t != DType::I32)
 }
 
+pub use flash_attn::unfused_pairs as flash_attn_unfused_pairs;
+
 /// Every case, in a fixed order (seeded, so inputs repeat run to run).
 pub fn all_cases() -> Result<Vec<Case>> {
     let mut all = Vec::new();
