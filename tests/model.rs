@@ -817,8 +817,9 @@ fn reused_plans_give_fresh_graphs_logits_on_wgpu() {
     check_plan_reuse(&mut m, "wgpu");
 }
 
-/// The reference checks with flash attention on, and greedy decoding with
-/// it on for decode steps only (what `auto` picks on a hardware GPU; its
+/// The reference checks (teacher-forced, logits, perplexity) with flash
+/// attention on, and greedy decoding with it on for decode steps only
+/// (what `auto` picks on a hardware GPU; its
 /// prompts and teacher-forced batches run the products, as with it off).
 /// The shared models run `auto`, which is off on the CPU and on software
 /// renderers, so the other tests cover it off.
@@ -843,6 +844,7 @@ fn check_flash_attn_modes(backend: BackendChoice, label: &str) {
                 _ => AGREE_EXACT,
             };
             check_reference_logits(&mut m, &label, min_agree);
+            check_perplexity(&mut m, &label);
         }
         // With flash attention in decode steps only, greedy decodes through
         // another attention path than the teacher-forced batch that gives
