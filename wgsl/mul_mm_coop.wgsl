@@ -10,6 +10,8 @@
 // subgroup, so partial tiles and any strides store like mul_mm's. Every
 // coopLoad/coopStore stride is a literal (naga 30's SPIR-V writer requires
 // it); cooperative operations sit in uniform control flow.
+// `epilogue(sum, byte)` (from the encoder) turns a sum into the stored
+// value: the sum, or (ADDS) the sum plus a residual (a fused `add`).
 // With CAST, `b` holds the activations as mul_mm_cast.wgsl wrote them (f16,
 // each column's units in order, from byte p.b.offset; p.b keeps the
 // activations' shape): a unit is one 16-byte load. Without, a column's
@@ -33,19 +35,43 @@ var<workgroup> tb: array<f16, TN * SK>;
 // One finished 16 x 16 product per subgroup, column-major.
 var<workgroup> tc: array<f32, 8u * 256u>;
 
-// Stores this subgroup's product `c`, rows m..m+16 and columns n..n+16 of
-// d, those that exist, through its scratch.
-fn store_block(c: coop_mat16x16<f32, C>, ids: Ids, m: u32, n: u32, i2: u32, i3: u32, live: bool) {
-    let base = 256u * ids.sgid;
-    coopStore(c, &tc[base], 16u);
-    workgroupBarrier();
-    for (var e = ids.sid; e < 256u; e += 32u) {
-        let mm = m + e % 16u;
-        let nn = n + e / 16u;
-        if (live && mm < p.a.ne.y && nn < p.b.ne.y) {
-            store_d(addr(p.d, vec4<u32>(mm, nn, i2, i3)), tc[base + e]);
-        }
+// The value the epilogue adds at row mm, column nn of d: a residual's (0
+// without one, or where nothing is stored).
+fn addend(mm: u32, nn: u32, i2: u32, i3: u32, row_ok: bool) -> f32 {
+    if (!ADDS || !row_ok || nn >= p.b.ne.y) {
+        return 0.0;
     }
+    return epilogue(0.0, addr(p.d, vec4<u32>(mm, nn, i2, i3)));
+}
+
+fn store_at(v: f32, mm: u32, nn: u32, i2: u32, i3: u32, row_ok: bool) {
+    if (row_ok && nn < p.b.ne.y) {
+        store_d(addr(p.d, vec4<u32>(mm, nn, i2, i3)), v);
+    }
+}
+
+// Stores this subgroup's product `c`, rows m..m+16 and columns n..n+16 of
+// d, those that exist, through its scratch: invocation s stores row
+// m + s % 16 of columns n + s / 16 + 2j (j < 8). What the epilogue adds
+// is loaded first, all eight values in flight at once (one after another,
+// each load's latency added to the store's).
+fn store_block(c: coop_mat16x16<f32, C>, ids: Ids, m: u32, n: u32, i2: u32, i3: u32, live: bool) {
+    let base = 256u * ids.sgid + ids.sid;
+    let mm = m + ids.sid % 16u;
+    let n0 = n + ids.sid / 16u;
+    let ok = live && mm < p.a.ne.y;
+    let lo = vec4<f32>(addend(mm, n0, i2, i3, ok), addend(mm, n0 + 2u, i2, i3, ok), addend(mm, n0 + 4u, i2, i3, ok), addend(mm, n0 + 6u, i2, i3, ok));
+    let hi = vec4<f32>(addend(mm, n0 + 8u, i2, i3, ok), addend(mm, n0 + 10u, i2, i3, ok), addend(mm, n0 + 12u, i2, i3, ok), addend(mm, n0 + 14u, i2, i3, ok));
+    coopStore(c, &tc[256u * ids.sgid], 16u);
+    workgroupBarrier();
+    store_at(tc[base] + lo.x, mm, n0, i2, i3, ok);
+    store_at(tc[base + 32u] + lo.y, mm, n0 + 2u, i2, i3, ok);
+    store_at(tc[base + 64u] + lo.z, mm, n0 + 4u, i2, i3, ok);
+    store_at(tc[base + 96u] + lo.w, mm, n0 + 6u, i2, i3, ok);
+    store_at(tc[base + 128u] + hi.x, mm, n0 + 8u, i2, i3, ok);
+    store_at(tc[base + 160u] + hi.y, mm, n0 + 10u, i2, i3, ok);
+    store_at(tc[base + 192u] + hi.z, mm, n0 + 12u, i2, i3, ok);
+    store_at(tc[base + 224u] + hi.w, mm, n0 + 14u, i2, i3, ok);
     workgroupBarrier();
 }
 

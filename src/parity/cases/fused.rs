@@ -332,12 +332,12 @@ fn rope_kv_store_cases(cases: &mut Vec<Case>) -> Result<()> {
     Ok(())
 }
 
-/// Folds into a prompt's product (`fused_prompt`): silu(gate) * up of a
-/// joined gate/up product, which a device with cooperative matrices
-/// computes in the cast of the product's activations (elsewhere the nodes
-/// run one by one, so these check only the path taken), with and without
-/// the residual add after it; and a projection added to the residual
-/// stream. Not `fused`: those each run as one dispatch.
+/// Folds into a prompt's product (`fused_prompt`), which a device with
+/// cooperative matrices runs there: silu(gate) * up of a joined gate/up
+/// product, computed in the cast of the product's activations, and the
+/// residual add after a product, in its store (elsewhere the nodes run one
+/// by one, so these check only the path taken). Not `fused`: those each
+/// run as one dispatch.
 pub fn prompt_cases() -> Result<Vec<Case>> {
     let mut cases = Vec::new();
     for (type_a, ff, m, n, residual) in [

@@ -12,7 +12,8 @@
 //! - `rope` then a `set_rows` at the rope's positions (the store into the K
 //!   cache): rope writes each token's heads into its cache row;
 //! - a mat-vec `mul_mat` then the `add` of a residual (the attention output
-//!   and FFN down projections): the mat-vec kernel adds as it stores;
+//!   and FFN down projections): the mat-vec kernel adds as it stores, and
+//!   so does a prompt's product on cooperative matrices;
 //! - and one triple: `norm` or `rms_norm`, the `mul` by its weight, and the
 //!   mat-vec reading the product: the mat-vec normalises its activations as
 //!   it loads them ([`norm_into_mat_vec`]); likewise `silu`, the `mul` by up

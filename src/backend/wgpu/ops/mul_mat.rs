@@ -46,21 +46,25 @@ macro_rules! broadcast_batch {
     };
 }
 const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
-/// The mat-vec kernel's store: the sum as it is, or plus a residual `c`
-/// addressed like the destination (`p.y.x` is its offset in its binding);
+/// The products' store: the sum as it is, or plus a residual `c`
+/// addressed like the destination (`p.y.x` is its offset in its binding;
+/// `ADDS` says which, for kernels that load the residual ahead);
 /// and `a_batch(i2, i3)`, the weights' batch indices of the destination's:
 /// ggml's broadcast, or (mul_mat_id) the expert that the i32 ids in `c`
 /// name for slot i2 of token i3 (`p.y.x` their offset, `p.y.y` a token's
 /// stride), clamped to the experts there are.
 const STORE_SUM: &str = concat!(
+    "const ADDS: bool = false;\n",
     "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n",
     broadcast_batch!()
 );
 const STORE_SUM_PLUS_C: &str = concat!(
+    "const ADDS: bool = true;\n",
     "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n",
     broadcast_batch!()
 );
-const STORE_BY_EXPERT: &str = "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n\
+const STORE_BY_EXPERT: &str = "const ADDS: bool = false;\n\
+    fn epilogue(v: f32, at: u32) -> f32 { return v; }\n\
     fn a_batch(i2: u32, i3: u32) -> vec2<u32> {\n\
     \x20   let e = load_c(p.y.x + 4u * i2 + p.y.y * i3);\n\
     \x20   return vec2<u32>(min(u32(max(e, 0.0)), p.a.ne.z - 1u), 0u);\n}\n";
@@ -628,9 +632,7 @@ fn encode_product(
         Kind::Tiled if residual.is_none() && prologue == Prologue::None => {
             key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG)
         }
-        Kind::Coop { narrow }
-            if residual.is_none() && matches!(prologue, Prologue::None | Prologue::SiluMul) =>
-        {
+        Kind::Coop { narrow } if matches!(prologue, Prologue::None | Prologue::SiluMul) => {
             // A folded silu x up is computed by the cast (silu_mul_fits
             // checked that the product has one).
             let up = (prologue == Prologue::SiluMul).then_some(params.y[2]);
@@ -640,7 +642,8 @@ fn encode_product(
                     .device
                     .error("no scratch buffer for the activations of a folded silu x up"));
             }
-            let body = MM_COOP[usize::from(cast.is_some())][usize::from(narrow)];
+            let body = MM_COOP[usize::from(residual.is_some())][usize::from(cast.is_some())]
+                [usize::from(narrow)];
             let coop = KernelKey {
                 enables: COOP_ENABLES,
                 // Activations load through vec4 views (cast, or where aligned: p.y.w).
@@ -656,8 +659,8 @@ fn encode_product(
         }
         Kind::Tiled | Kind::Coop { .. } => {
             return Err(enc.device.error(
-                "a residual add or a norm is fused only into the mat-vec kernel \
-                 (a silu x up also into a cooperative product's cast)",
+                "a norm or soft_max is fused only into the mat-vec kernel \
+                 (a residual add and a silu x up also into cooperative products)",
             ))
         }
         Kind::Vec(i) => {

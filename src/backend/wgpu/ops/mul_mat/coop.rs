@@ -1,7 +1,7 @@
 //! The cooperative-matrix tiled kernel's variants (`wgsl/mul_mm_coop.wgsl`)
 //! and the cast of its activations to f16 (`wgsl/mul_mm_cast.wgsl`).
 
-use super::{key, OpEncoder, MM_TILES, QUANT};
+use super::{key, OpEncoder, MM_TILES, QUANT, STORE_SUM, STORE_SUM_PLUS_C};
 use crate::backend::wgpu::ops::decoders::units_per_row;
 use crate::backend::wgpu::params::Params;
 use crate::backend::wgpu::plan::{Binding, Dispatch};
@@ -17,7 +17,7 @@ pub(super) const COOP_ENABLES: &str = "enable f16;\nenable wgpu_cooperative_matr
 /// ([`COOP_NARROW_BELOW`]); eight subgroups of 32. `COOP_SHARED`: the f16
 /// tiles, the subgroups' result scratch and the reduction scratch.
 macro_rules! coop_body {
-    ($cast:literal, $tn:literal) => {
+    ($cast:literal, $tn:literal, $store:expr) => {
         &[
             QUANT,
             concat!(
@@ -27,16 +27,36 @@ macro_rules! coop_body {
                 $tn,
                 "u;\n"
             ),
+            $store,
             MM_TILES,
             COOP,
         ]
     };
 }
-/// The cooperative kernel by [cast][narrow]: reading activations cast by
-/// `MM_CAST` first or as they are, in tiles of 128 or 64 columns.
-pub(super) const MM_COOP: [[&[&str]; 2]; 2] = [
-    [coop_body!("false", "128"), coop_body!("false", "64")],
-    [coop_body!("true", "128"), coop_body!("true", "64")],
+/// The cooperative kernel by [residual][cast][narrow]: storing the sums,
+/// or the sums plus a residual (a fused `add`); reading activations cast
+/// by `MM_CAST` first or as they are; in tiles of 128 or 64 columns.
+pub(super) const MM_COOP: [[[&[&str]; 2]; 2]; 2] = [
+    [
+        [
+            coop_body!("false", "128", STORE_SUM),
+            coop_body!("false", "64", STORE_SUM),
+        ],
+        [
+            coop_body!("true", "128", STORE_SUM),
+            coop_body!("true", "64", STORE_SUM),
+        ],
+    ],
+    [
+        [
+            coop_body!("false", "128", STORE_SUM_PLUS_C),
+            coop_body!("false", "64", STORE_SUM_PLUS_C),
+        ],
+        [
+            coop_body!("true", "128", STORE_SUM_PLUS_C),
+            coop_body!("true", "64", STORE_SUM_PLUS_C),
+        ],
+    ],
 ];
 const CAST: &str = include_str!("../../../../../wgsl/mul_mm_cast.wgsl");
 /// The cast of the activations as they are, and of `silu(gate) * up` (a

@@ -8,9 +8,9 @@ use crate::graph::{Graph, Op, TensorId};
 use crate::DType;
 
 /// Whether `add`, reading the product `mm` as its first source, can be
-/// folded into the mat-vec kernel's store: the residual has the sum's type,
+/// folded into the product's store: the residual has the sum's type,
 /// shape and strides (so it is addressed like the destination), and the
-/// product runs as a mat-vec.
+/// product runs as a mat-vec or on cooperative matrices.
 pub fn residual_fits(dev: &Device, graph: &Graph, mm: TensorId, add: TensorId) -> bool {
     let residual = graph.node(add).src[1];
     let (lr, ld) = (graph.layout(residual), graph.layout(add));
@@ -18,7 +18,10 @@ pub fn residual_fits(dev: &Device, graph: &Graph, mm: TensorId, add: TensorId) -
         && lr.ne == ld.ne
         && lr.nb == ld.nb
         && *graph.layout(mm) == *ld
-        && matches!(plan(dev, graph, mm), Some((Kind::Vec(_), _, _)))
+        && matches!(
+            plan(dev, graph, mm),
+            Some((Kind::Vec(_) | Kind::Coop { .. }, _, _))
+        )
 }
 
 /// Most activation values a folded mat-vec may load beyond its own (each

@@ -12,10 +12,15 @@ use crate::DType;
 fn cooperative_kernels_compile_to_spirv() {
     let mut compiled = 0;
     let bodies = [
-        (MM_COOP[0][0], vec![DType::F32], COOP_ENABLES),
-        (MM_COOP[0][1], vec![DType::F32], COOP_ENABLES),
-        (MM_COOP[1][0], vec![DType::F32], COOP_ENABLES),
-        (MM_COOP[1][1], vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[0][0][0], vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[0][0][1], vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[0][1][0], vec![DType::F32], COOP_ENABLES),
+        (MM_COOP[0][1][1], vec![DType::F32], COOP_ENABLES),
+        // With a residual (a third source).
+        (MM_COOP[1][0][0], vec![DType::F32, DType::F32], COOP_ENABLES),
+        (MM_COOP[1][0][1], vec![DType::F32, DType::F32], COOP_ENABLES),
+        (MM_COOP[1][1][0], vec![DType::F32, DType::F32], COOP_ENABLES),
+        (MM_COOP[1][1][1], vec![DType::F32, DType::F32], COOP_ENABLES),
         // The casts' source is the activations, of any float type.
         (MM_CAST[0], vec![], ""),
         (MM_CAST[1], vec![], ""),
@@ -64,5 +69,5 @@ fn cooperative_kernels_compile_to_spirv() {
             compiled += 1;
         }
     }
-    assert!(compiled >= 60, "{compiled} kernels");
+    assert!(compiled >= 100, "{compiled} kernels");
 }
