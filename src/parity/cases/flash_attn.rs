@@ -11,8 +11,9 @@
 use crate::parity::{Case, CaseBuilder, NMSE_MUL_MAT};
 use crate::{DType, Result};
 
-pub fn cases() -> Result<Vec<Case>> {
-    let mut cases = Vec::new();
+/// Every case's shape, in order.
+fn shapes() -> Vec<Attention> {
+    let mut shapes = Vec::new();
     // Keys visible to the last query (the rest are padding) when masked.
     for (d, n_head, n_head_kv, n_kv, n_q, visible) in [
         (64, 9, 3, 256, 1, 256),
@@ -43,11 +44,35 @@ pub fn cases() -> Result<Vec<Case>> {
                     kv_type,
                     v_transposed,
                 };
-                cases.push(case(shape, cases.len() as u64 + 2300)?);
+                shapes.push(shape);
             }
         }
     }
-    Ok(cases)
+    shapes
+}
+
+pub fn cases() -> Result<Vec<Case>> {
+    let seeds = 2300..;
+    shapes()
+        .into_iter()
+        .zip(seeds)
+        .map(|(s, seed)| case(s, seed))
+        .collect()
+}
+
+/// Every fifth case (decode and prompt shapes, GQA 1 to 8, f16 and f32
+/// K/V, masked or not) beside the unfused attention it replaces on the
+/// same inputs: K^T Q as mul_mat, soft_max with the mask and scale, V times
+/// the weights as mul_mat, permuted to flash attention's [d, heads,
+/// queries].
+pub fn unfused_pairs() -> Result<Vec<(Case, Case)>> {
+    let seeds = 2300..;
+    shapes()
+        .into_iter()
+        .zip(seeds)
+        .step_by(5)
+        .map(|(s, seed)| Ok((build(s, seed, false)?, build(s, seed, true)?)))
+        .collect()
 }
 
 /// Decode steps of the 135M and 8B shapes over long caches, as the model
@@ -73,6 +98,7 @@ pub fn perf_cases() -> Result<Vec<Case>> {
     Ok(cases)
 }
 
+#[derive(Clone, Copy)]
 struct Attention {
     d: usize,
     n_head: usize,
@@ -87,40 +113,6 @@ struct Attention {
 
 fn case(s: Attention, seed: u64) -> Result<Case> {
     build(s, seed, false)
-}
-
-/// Flash-attention cases beside the unfused attention they replace on the
-/// same inputs (K^T Q as mul_mat, soft_max with the mask and scale, V
-/// times the weights as mul_mat, permuted to flash attention's [d, heads,
-/// queries]): decode and prompt shapes, GQA 1, 3 and 4, f16 and f32 K/V,
-/// V transposed and not, masked and not.
-pub fn unfused_pairs() -> Result<Vec<(Case, Case)>> {
-    let shapes = [
-        (64, 4, 4, 77, 1, Some(77), DType::F16, true),
-        (128, 8, 2, 300, 1, None, DType::F32, false),
-        (64, 9, 3, 100, 37, Some(100), DType::F16, true),
-        (80, 4, 1, 45, 20, Some(30), DType::F32, false),
-    ];
-    shapes
-        .into_iter()
-        .enumerate()
-        .map(
-            |(i, (d, n_head, n_head_kv, n_kv, n_q, visible, kv_type, v_transposed))| {
-                let shape = || Attention {
-                    d,
-                    n_head,
-                    n_head_kv,
-                    n_kv,
-                    n_q,
-                    visible,
-                    kv_type,
-                    v_transposed,
-                };
-                let seed = 2600 + i as u64;
-                Ok((build(shape(), seed, false)?, build(shape(), seed, true)?))
-            },
-        )
-        .collect()
 }
 
 /// The case of `s`: flash attention, or (`unfused`) the same attention of

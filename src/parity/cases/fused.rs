@@ -4,7 +4,7 @@
 //! each also in a form where the first node has a second reader, so it must
 //! not be fused away.
 
-use crate::graph::{RopeMode, RopeParams};
+use crate::graph::{RopeMode, RopeParams, TensorId};
 use crate::parity::{Case, CaseBuilder, Fill, NMSE_DEFAULT, NMSE_MUL_MAT, NMSE_SOFT_MAX};
 use crate::{DType, Result};
 
@@ -164,18 +164,7 @@ pub fn cases() -> Result<Vec<Case>> {
         ] {
             let residual = residual && !read_twice;
             let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
-            let gate_up = b.uniform(DType::F32, &[2 * ff, n], -4.0, 4.0)?;
-            let w = b.uniform(type_a, &[ff, m], -1.0, 1.0)?;
-            let row = b.g.layout(gate_up).nb[1];
-            let gate = b.g.view(gate_up, &[ff, n], &[row], 0)?;
-            let up = b.g.view(gate_up, &[ff, n], &[row], ff * 4)?;
-            let act = b.g.silu(gate)?;
-            let prod = b.g.mul(act, up)?;
-            let mut out = b.g.mul_mat(w, prod)?;
-            if residual {
-                let stream = b.uniform(DType::F32, &[m, n], -2.0, 2.0)?;
-                out = b.g.add(out, stream)?;
-            }
+            let (mut out, act, w) = down_projection(&mut b, type_a, [ff, m, n], residual)?;
             if read_twice {
                 let again = b.g.mul_mat(w, act)?;
                 out = b.g.add(out, again)?;
@@ -347,18 +336,7 @@ pub fn prompt_cases() -> Result<Vec<Case>> {
         (DType::F16, 96, 40, 33, false),
     ] {
         let mut b = CaseBuilder::new(cases.len() as u64 + 2100);
-        let gate_up = b.uniform(DType::F32, &[2 * ff, n], -4.0, 4.0)?;
-        let w = b.uniform(type_a, &[ff, m], -1.0, 1.0)?;
-        let row = b.g.layout(gate_up).nb[1];
-        let gate = b.g.view(gate_up, &[ff, n], &[row], 0)?;
-        let up = b.g.view(gate_up, &[ff, n], &[row], ff * 4)?;
-        let act = b.g.silu(gate)?;
-        let prod = b.g.mul(act, up)?;
-        let mut out = b.g.mul_mat(w, prod)?;
-        if residual {
-            let stream = b.uniform(DType::F32, &[m, n], -2.0, 2.0)?;
-            out = b.g.add(out, stream)?;
-        }
+        let (out, _, _) = down_projection(&mut b, type_a, [ff, m, n], residual)?;
         let name = format!(
             "SILU_MUL_MUL_MAT(type_a={type_a},m={m},n={n},k={ff},residual={})",
             u8::from(residual)
@@ -377,4 +355,28 @@ pub fn prompt_cases() -> Result<Vec<Case>> {
         cases.push(b.case("fused_prompt", name, out, NMSE_MUL_MAT));
     }
     Ok(cases)
+}
+
+/// A feed-forward's down projection: silu(gate) * up of a joined [2 ff, n]
+/// gate/up product, times [ff, m] weights of `type_a`, plus a residual
+/// stream when asked. Returns the result, the silu node and the weights.
+fn down_projection(
+    b: &mut CaseBuilder,
+    type_a: DType,
+    [ff, m, n]: [usize; 3],
+    residual: bool,
+) -> Result<(TensorId, TensorId, TensorId)> {
+    let gate_up = b.uniform(DType::F32, &[2 * ff, n], -4.0, 4.0)?;
+    let w = b.uniform(type_a, &[ff, m], -1.0, 1.0)?;
+    let row = b.g.layout(gate_up).nb[1];
+    let gate = b.g.view(gate_up, &[ff, n], &[row], 0)?;
+    let up = b.g.view(gate_up, &[ff, n], &[row], ff * 4)?;
+    let act = b.g.silu(gate)?;
+    let prod = b.g.mul(act, up)?;
+    let mut out = b.g.mul_mat(w, prod)?;
+    if residual {
+        let stream = b.uniform(DType::F32, &[m, n], -2.0, 2.0)?;
+        out = b.g.add(out, stream)?;
+    }
+    Ok((out, act, w))
 }
