@@ -20,6 +20,13 @@
 //! scale, add, rms_norm and 576x576 q4_1 mat-vec cost 2.9, 3.3, 3.3 and
 //! 4.9 us in a chain, and the perf logger reports 8.8, 9.0, 9.5 and 13.1:
 //! each logged launch carries one timestamp's ~6 us.
+//!
+//! Last, the read bandwidth a plain kernel gets through wgpu from a window
+//! of memory the size of a model's weight matrices (each dispatch the next
+//! window, past L2): on an H100 (2026-12-06), 16-byte loads, one per
+//! invocation, read 4 / 14 / 33 / 66 MiB at 0.94 / 1.9 / 2.5 / 2.8 TB/s,
+//! the ceiling to hold wginfer's mat-vec against (q4_0 4096 x 14336, 33 MB:
+//! 0.97 TB/s).
 
 use std::time::Instant;
 
@@ -348,8 +355,127 @@ fn run() -> Result<(), String> {
             println!("{name:>32}, {workgroups:>3} workgroups: {us:.2} us per dispatch");
         }
     }
+    if immediates {
+        stream_reads(&b.device, &b.queue)?;
+    }
     drop(b);
     wginfer_chains().map_err(|e| format!("wginfer chains: {e}"))
+}
+
+/// Streams a window of a 2 GiB buffer per dispatch (each dispatch the next
+/// window, so reads miss L2 as a model's weights do): 16-byte or 4-byte
+/// loads, 1, 4 or 16 per invocation. Each dispatch binds its output read_write,
+/// so they are separated by barriers as a model's kernels are.
+const STREAM: &str = "
+var<immediate> p: vec4<u32>;
+@group(0) @binding(0) var<storage, read> big: array<ITEM>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let threads = nwg.x * 256u;
+    var acc = vec4<u32>();
+    for (var i = id.x; i < p.y; i += threads) {
+        READ
+    }
+    if (all(acc == vec4<u32>(0x9e3779b9u))) { dst[id.x & 255u] = acc.x; }
+}";
+
+fn stream_reads(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<(), String> {
+    let limit = device.limits().max_storage_buffer_binding_size;
+    let big_len = (2u64 << 30).min(limit) & !0xffff;
+    let big = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: big_len,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let dst = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 1024,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: None,
+        entries: &[0, 1].map(|binding| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: binding == 0,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        }),
+    });
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &layout,
+        entries: &[entry(0, &big), entry(1, &dst)],
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: None,
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 16,
+    });
+    let reads = [
+        ("16-byte loads", "vec4<u32>", "acc ^= big[p.x + i];"),
+        ("4-byte loads", "u32", "acc.x ^= big[4u * p.x + i];"),
+    ];
+    for (name, item, read) in reads {
+        let source = STREAM.replace("ITEM", item).replace("READ", read);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: None,
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let unit = if name.starts_with("16") { 16 } else { 4 };
+        for mib in [4u64, 14, 33, 66, 256] {
+            let bytes = mib << 20;
+            let items = (bytes / unit) as u32;
+            for per_invocation in [1u32, 4, 16] {
+                let workgroups = items.div_ceil(256 * per_invocation);
+                let windows = (big_len / bytes).max(1);
+                let dispatches = 200u64;
+                let mut best = f64::MAX;
+                for _ in 0..3 {
+                    let mut encoder = device.create_command_encoder(&Default::default());
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        pass.set_pipeline(&pipeline);
+                        pass.set_bind_group(0, &group, &[]);
+                        for d in 0..dispatches {
+                            let first = ((d % windows) * bytes / 16) as u32;
+                            pass.set_immediates(0, bytemuck::cast_slice(&[first, items, 0, 0]));
+                            pass.dispatch_workgroups(workgroups, 1, 1);
+                        }
+                    }
+                    let commands = encoder.finish();
+                    let t = Instant::now();
+                    queue.submit([commands]);
+                    device
+                        .poll(wgpu::PollType::wait_indefinitely())
+                        .map_err(|e| format!("waiting for the GPU: {e}"))?;
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                let us = best * 1e6 / dispatches as f64;
+                println!(
+                    "stream {name}, {mib:>3} MiB, {per_invocation:>2} per invocation: {us:8.1} us, {:6.0} GB/s",
+                    bytes as f64 / us / 1e3
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The same through wginfer: a graph of CHAIN dependent ops of one kind
