@@ -148,6 +148,40 @@ fn mat_vec_row_groups_match_the_reference() {
     run_cases_on(&grouped, "mul_mat", &cases.iter().collect::<Vec<_>>());
 }
 
+/// The tiled kernel's 64 x 64 tiles on the mul_mat cases it runs (more
+/// than 8 columns): CI's software adapter gives every product 128 x 128
+/// ones (`WgpuOptions::tile_wide_from`), so they are asked for here. The
+/// kernel has no reduction, so one variant serves.
+#[test]
+fn narrow_tiles_match_the_reference() {
+    let narrow: Vec<WgpuBackend> = backends()
+        .iter()
+        .take(1)
+        .map(|_| {
+            WgpuBackend::new(&WgpuOptions {
+                tile_wide_from: Some(usize::MAX),
+                ..Default::default()
+            })
+            .expect("a second device on the same adapter")
+        })
+        .collect();
+    let columns = |name: &str| -> usize {
+        let n = name.split(",n=").nth(1).unwrap_or_default();
+        n.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0)
+    };
+    let cases: Vec<_> = all_cases()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.op == "mul_mat" && columns(&c.name) > 8)
+        .collect();
+    assert!(cases.len() > 50, "only {} tiled mul_mat cases", cases.len());
+    run_cases_on(&narrow, "mul_mat", &cases.iter().collect::<Vec<_>>());
+}
+
 macro_rules! parity_tests {
     ($($name:ident => $op:literal),* $(,)?) => {
         $(#[test] fn $name() { run_op($op); })*

@@ -1,20 +1,27 @@
 // mul_mat, matrix times matrix (prompt processing): a workgroup of 256
-// computes a TM x TN tile of d, stepping over K four 8-value units (32
-// values) at a time. Each step decodes the four units of each of the tile's
-// TM weight rows (one per invocation; every weight block is read once per
-// tile of columns) and gathers the matching activations of its TN columns
-// into shared memory; then each invocation accumulates a 4 x 4 block of
-// outputs from the two tiles.
+// computes a TM x TM tile of d (TM = 16 R: R is 4 or 8, set by the
+// encoder), stepping over K in BK positions: UNITS 8-value units of each
+// weight row (BK = 8 UNITS, so a step holds 256 units, one per invocation:
+// every weight block is read once per tile of columns) and the matching
+// activations of the tile's columns, gathered into shared memory; then each
+// invocation accumulates an R x R block of outputs from the two tiles, as
+// (R/4)^2 4 x 4 blocks 64 rows and columns apart. A larger R reads shared
+// memory less per multiply-add (4 vs 2 per value loaded) and decodes each
+// weight for more columns; a smaller one leaves fewer idle workgroups on
+// small products.
 // p.x: row tiles, column tiles, a's batch divisors r2 and r3.
-// WG is 256: 32 k-positions x 8 columns load b, 16 x 16 threads compute.
 
-const TM: u32 = 64u;
-const TN: u32 = 64u;
+const TM: u32 = 16u * R;
+const TN: u32 = TM;
+const UNITS: u32 = 256u / TM;
+const BK: u32 = 8u * UNITS;
+// Blocks of 4 rows (and of 4 columns) per invocation.
+const BLOCKS: u32 = R / 4u;
 
 // k-major tiles of vec4s: ta[k * TM/4 + m/4], tb[k * TN/4 + (n/4 ^ k % 16)],
 // the xor spreading one k-run of stores (consecutive invocations) over banks.
-var<workgroup> ta: array<vec4<f32>, 8u * TM>;
-var<workgroup> tb: array<vec4<f32>, 8u * TN>;
+var<workgroup> ta: array<vec4<f32>, BK * TM / 4u>;
+var<workgroup> tb: array<vec4<f32>, BK * TN / 4u>;
 
 // Stores tile positions k0..k0+4 of row `m` (k-major, see above).
 fn put_a(k0: u32, m: u32, v: vec4<f32>) {
@@ -56,49 +63,65 @@ fn main(ids: Ids) {
 
     // Loaders: invocation lid decodes unit ja of row ma (tile positions
     // 8ja..8ja+8), and gathers tile position kk (unit kk / 8, weight kk % 8)
-    // of columns cb + 8j. Out-of-range rows and columns read the last one and
-    // are not stored.
-    let ma = lid >> 2u;
-    let ja = lid & 3u;
+    // of columns cb + (256 / BK) j. Out-of-range rows and columns read the
+    // last one and are not stored.
+    let ma = lid / UNITS;
+    let ja = lid % UNITS;
     let arow = addr(p.a, vec4<u32>(0u, min(m0 + ma, p.a.ne.y - 1u), i2 / p.x.z, i3 / p.x.w));
-    let kk = lid & 31u;
-    let cb = lid >> 5u;
+    let kk = lid % BK;
+    let cb = lid / BK;
     let bbase = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
 
-    // Outputs: rows 4tm..4tm+4, columns 4tn..4tn+4; acc[j] is column 4tn + j.
-    let tm = lid % (TM / 4u);
-    let tn = lid / (TM / 4u);
-    var acc: array<vec4<f32>, 4>;
+    // Outputs: rows 4tm + 64i..+4 and columns 4tn + 64j..+4 for i, j <
+    // BLOCKS; acc[4 (BLOCKS i + j) + c] is column 4tn + 64j + c of rows
+    // block i.
+    let tm = lid % 16u;
+    let tn = lid / 16u;
+    var acc: array<vec4<f32>, 4u * BLOCKS * BLOCKS>;
 
     // n_units is a multiple of 4 for every type.
-    let steps = n_units(k_len) / 4u;
+    let steps = n_units(k_len) / UNITS;
     for (var st = 0u; st < steps; st++) {
-        let w = unit_w(arow, 4u * st + ja);
+        let w = unit_w(arow, UNITS * st + ja);
         put_a(8u * ja, ma, w[0]);
         put_a(8u * ja + 4u, ma, w[1]);
-        let k = x_elem(4u * st + (kk >> 3u), kk & 7u);
+        let k = x_elem(UNITS * st + (kk >> 3u), kk & 7u);
         let bk = bbase + k * p.b.nb.x;
-        for (var j = 0u; j < TN / 8u; j++) {
-            let n = cb + 8u * j;
+        for (var j = 0u; j < 8u; j++) {
+            let n = cb + (256u / BK) * j;
             let v = select(0.0, load_b(bk + min(n0 + n, last_col) * p.b.nb.y), k < k_len);
             tb[kk * (TN / 4u) + ((n / 4u) ^ (kk % 16u))][n % 4u] = v;
         }
         workgroupBarrier();
-        for (var t = 0u; t < 32u; t++) {
-            let av = ta[t * (TM / 4u) + tm];
-            let bv = tb[t * (TN / 4u) + (tn ^ (t % 16u))];
-            acc[0] = fma(av, vec4<f32>(bv.x), acc[0]);
-            acc[1] = fma(av, vec4<f32>(bv.y), acc[1]);
-            acc[2] = fma(av, vec4<f32>(bv.z), acc[2]);
-            acc[3] = fma(av, vec4<f32>(bv.w), acc[3]);
+        for (var t = 0u; t < BK; t++) {
+            var av: array<vec4<f32>, BLOCKS>;
+            var bv: array<vec4<f32>, BLOCKS>;
+            for (var i = 0u; i < BLOCKS; i++) {
+                av[i] = ta[t * (TM / 4u) + 16u * i + tm];
+                bv[i] = tb[t * (TN / 4u) + ((16u * i + tn) ^ (t % 16u))];
+            }
+            for (var i = 0u; i < BLOCKS; i++) {
+                for (var j = 0u; j < BLOCKS; j++) {
+                    let o = 4u * (BLOCKS * i + j);
+                    acc[o] = fma(av[i], vec4<f32>(bv[j].x), acc[o]);
+                    acc[o + 1u] = fma(av[i], vec4<f32>(bv[j].y), acc[o + 1u]);
+                    acc[o + 2u] = fma(av[i], vec4<f32>(bv[j].z), acc[o + 2u]);
+                    acc[o + 3u] = fma(av[i], vec4<f32>(bv[j].w), acc[o + 3u]);
+                }
+            }
         }
         workgroupBarrier();
     }
 
-    let m = m0 + 4u * tm;
-    let n = n0 + 4u * tn;
-    put_d(m, n, i2, i3, acc[0]);
-    put_d(m, n + 1u, i2, i3, acc[1]);
-    put_d(m, n + 2u, i2, i3, acc[2]);
-    put_d(m, n + 3u, i2, i3, acc[3]);
+    for (var i = 0u; i < BLOCKS; i++) {
+        for (var j = 0u; j < BLOCKS; j++) {
+            let m = m0 + 4u * tm + 64u * i;
+            let n = n0 + 4u * tn + 64u * j;
+            let o = 4u * (BLOCKS * i + j);
+            put_d(m, n, i2, i3, acc[o]);
+            put_d(m, n + 1u, i2, i3, acc[o + 1u]);
+            put_d(m, n + 2u, i2, i3, acc[o + 2u]);
+            put_d(m, n + 3u, i2, i3, acc[o + 3u]);
+        }
+    }
 }

@@ -92,6 +92,12 @@ pub struct WgpuOptions {
     /// (more measured slower on an H200). A device whose subgroups are
     /// wider than a group's invocations takes fewer.
     pub matvec_groups: Option<u32>,
+    /// Products of at least this many 128 x 128 output tiles take the
+    /// tiled kernel's 128 x 128 tiles, smaller ones 64 x 64 (where there
+    /// are no cooperative matrices); the default (`None`) is
+    /// `WGINFER_TILE_WIDE_FROM` when set, else 128 on a GPU and 0 on a
+    /// software adapter, whose few threads do better with fewer tiles.
+    pub tile_wide_from: Option<usize>,
 }
 
 /// Default dispatches per submission on a GPU (see
@@ -136,7 +142,15 @@ pub(crate) struct Device {
     split_keys: bool,
     /// [`WgpuOptions::matvec_groups`], when chosen.
     matvec_groups: Option<u32>,
+    /// [`WgpuOptions::tile_wide_from`], resolved.
+    tile_wide_from: usize,
 }
+
+/// [`WgpuOptions::tile_wide_from`] on a GPU: smaller products would leave
+/// too many of its cores idle in 128 x 128 tiles. (On lavapipe, every
+/// product wide: the default model's pp128 10-12 -> 19.5 tok/s, its pp64
+/// unchanged.)
+const TILE_WIDE_FROM: usize = 128;
 
 /// Size of [`Device`]'s scratch buffer: an op whose intermediate results
 /// would not fit takes a path without them.
@@ -321,6 +335,12 @@ impl WgpuBackend {
             fold_activations,
             submit_every,
             matvec_groups: matvec_groups(options)?,
+            tile_wide_from: options.tile_wide_from.unwrap_or_else(|| {
+                std::env::var("WGINFER_TILE_WIDE_FROM")
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(if is_cpu { 0 } else { TILE_WIDE_FROM })
+            }),
         };
         let plans = plan::PlanCache::new(profile::Profiler::new(&dev, options.perf_logger));
         Ok(WgpuBackend {

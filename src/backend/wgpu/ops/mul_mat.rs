@@ -231,16 +231,19 @@ static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 3]; 3]; 2] = [bodies_for_sums(0), 
 /// Rows per row group of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
 const MM_TILES: &str = include_str!("../../../../wgsl/mul_mm_tiles.wgsl");
-const MM: &[&str] = &[
-    QUANT,
-    MM_TILES,
-    include_str!("../../../../wgsl/mul_mm.wgsl"),
+/// The tiled mat-mat kernel by [wide]: 64 x 64 output tiles, each
+/// invocation a 4 x 4 block, or 128 x 128 with 8 x 8 blocks (`R` in
+/// mul_mm.wgsl; which products take them: `WgpuOptions::tile_wide_from`);
+/// both hold two 8 KiB f32 tiles in shared memory.
+const MM: [&[&str]; 2] = [
+    &[QUANT, "const R: u32 = 4u;\n", MM_TILES, MM_BODY],
+    &[QUANT, "const R: u32 = 8u;\n", MM_TILES, MM_BODY],
 ];
-/// Output tile of the mat-mat kernel (`TM`, `TN` in mul_mm.wgsl) and its
-/// fixed invocation count and shared memory (two 32 x 64 f32 tiles).
-const MM_TILE: usize = 64;
+const MM_BODY: &str = include_str!("../../../../wgsl/mul_mm.wgsl");
+const MM_TILE: [usize; 2] = [64, 128];
+const _: () = assert!(MM_TILE[1] == COOP_TILE);
 const MM_WG: u32 = 256;
-const MM_SHARED: u32 = 2 * 32 * 64 * 4;
+const MM_SHARED: u32 = 2 * 256 * 8 * 4;
 /// Columns up to which the mat-vec kernel runs (as llama.cpp's Vulkan
 /// backend does): a few columns re-read the weights from cache, while the
 /// tiled kernel would leave most of its 64-column tile idle (on an H200, 4096
@@ -308,8 +311,8 @@ fn tiles_fit(dev: &Device) -> bool {
 enum Kind {
     /// The mat-vec kernel with `VEC_COLS[i]` columns per workgroup.
     Vec(usize),
-    /// The tiled mat-mat kernel.
-    Tiled,
+    /// The tiled mat-mat kernel, in 128 x 128 tiles where wide.
+    Tiled { wide: bool },
     /// The tiled kernel on cooperative matrices.
     Coop { narrow: bool },
 }
@@ -334,23 +337,30 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
         Op::MulMatId => (1, 1),
         _ => (u32::try_from(b2 / a2).ok()?, u32::try_from(b3 / a3).ok()?),
     };
+    // Both tiled kernels pick their tile size by the product's count of
+    // 128 x 128 tiles.
+    let big_tiles = m
+        .div_ceil(COOP_TILE)
+        .saturating_mul(n.div_ceil(COOP_TILE))
+        .saturating_mul(b2)
+        .saturating_mul(b3);
     let kind = if n > VEC_MAX_COLS && coop_fits(dev) {
-        let tiles = m
-            .div_ceil(COOP_TILE)
-            .saturating_mul(n.div_ceil(COOP_TILE))
-            .saturating_mul(b2)
-            .saturating_mul(b3);
         Kind::Coop {
-            narrow: tiles < coop_narrow_below(),
+            narrow: big_tiles < coop_narrow_below(),
         }
     } else if n > VEC_MAX_COLS && tiles_fit(dev) {
-        Kind::Tiled
+        Kind::Tiled {
+            wide: big_tiles >= dev.tile_wide_from,
+        }
     } else {
         // The widest column group that n fills at least once.
         Kind::Vec(VEC_COLS.iter().rposition(|&c| c <= n)?)
     };
     let (gm, gn) = match kind {
-        Kind::Tiled => (m.div_ceil(MM_TILE), n.div_ceil(MM_TILE)),
+        Kind::Tiled { wide } => {
+            let tile = MM_TILE[usize::from(wide)];
+            (m.div_ceil(tile), n.div_ceil(tile))
+        }
         Kind::Coop { narrow } => (
             m.div_ceil(COOP_TILE),
             n.div_ceil(if narrow { COOP_TILE / 2 } else { COOP_TILE }),
@@ -629,8 +639,9 @@ fn encode_product(
         (false, Prologue::SoftMax { .. }) => "soft_max_mul_mat",
     };
     let key = match kind {
-        Kind::Tiled if residual.is_none() && prologue == Prologue::None => {
-            key(enc, "mul_mm", &srcs, MM, defs, false, MM_WG)
+        Kind::Tiled { wide } if residual.is_none() && prologue == Prologue::None => {
+            let name = if wide { "mul_mm_wide" } else { "mul_mm" };
+            key(enc, name, &srcs, MM[usize::from(wide)], defs, false, MM_WG)
         }
         Kind::Coop { narrow } if matches!(prologue, Prologue::None | Prologue::SiluMul) => {
             // A folded silu x up is computed by the cast (silu_mul_fits
@@ -657,7 +668,7 @@ fn encode_product(
             }
             coop
         }
-        Kind::Tiled | Kind::Coop { .. } => {
+        Kind::Tiled { .. } | Kind::Coop { .. } => {
             return Err(enc.device.error(
                 "a norm or soft_max is fused only into the mat-vec kernel \
                  (a residual add and a silu x up also into cooperative products)",
