@@ -444,6 +444,9 @@ fn stream_reads(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<(), String
             let items = (bytes / unit) as u32;
             for per_invocation in [1u32, 4, 16] {
                 let workgroups = items.div_ceil(256 * per_invocation);
+                if workgroups > device.limits().max_compute_workgroups_per_dimension {
+                    continue;
+                }
                 let windows = (big_len / bytes).max(1);
                 let dispatches = 200u64;
                 let mut best = f64::MAX;
