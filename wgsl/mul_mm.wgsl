@@ -46,6 +46,36 @@ fn put_d(m: u32, n: u32, i2: u32, i3: u32, v: vec4<f32>) {
     if (m + 3u < rows) { store_d(at + 3u * p.d.nb.x, v.w); }
 }
 
+// What an invocation loads for the tiles (see main).
+struct Loader {
+    arow: u32,
+    ja: u32,
+    kk: u32,
+    cb: u32,
+    bbase: u32,
+    n0: u32,
+    last_col: u32,
+    k_len: u32,
+}
+
+// One step's loads: the invocation's weight unit and its eight activations.
+struct Step {
+    w: Unit,
+    b: array<f32, 8>,
+}
+
+fn load_step(ld: Loader, st: u32) -> Step {
+    var out: Step;
+    out.w = unit_w(ld.arow, UNITS * st + ld.ja);
+    let k = x_elem(UNITS * st + (ld.kk >> 3u), ld.kk & 7u);
+    let bk = ld.bbase + k * p.b.nb.x;
+    for (var j = 0u; j < 8u; j++) {
+        let n = ld.cb + (256u / BK) * j;
+        out.b[j] = select(0.0, load_b(bk + min(ld.n0 + n, ld.last_col) * p.b.nb.y), k < ld.k_len);
+    }
+    return out;
+}
+
 @compute @workgroup_size(WG)
 fn main(ids: Ids) {
     let g = group_index(ids.wid, ids.nwg);
@@ -79,20 +109,23 @@ fn main(ids: Ids) {
     let tn = lid / 16u;
     var acc: array<vec4<f32>, 4u * BLOCKS * BLOCKS>;
 
-    // n_units is a multiple of 4 for every type.
+    // n_units is a multiple of 4 for every type. Each step's global loads
+    // are issued before the previous step's multiply-adds (a register
+    // prefetch), so their latency hides behind them.
     let steps = n_units(k_len) / UNITS;
+    let ld = Loader(arow, ja, kk, cb, bbase, n0, last_col, k_len);
+    var next = load_step(ld, 0u);
     for (var st = 0u; st < steps; st++) {
-        let w = unit_w(arow, UNITS * st + ja);
-        put_a(8u * ja, ma, w[0]);
-        put_a(8u * ja + 4u, ma, w[1]);
-        let k = x_elem(UNITS * st + (kk >> 3u), kk & 7u);
-        let bk = bbase + k * p.b.nb.x;
+        put_a(8u * ja, ma, next.w[0]);
+        put_a(8u * ja + 4u, ma, next.w[1]);
         for (var j = 0u; j < 8u; j++) {
             let n = cb + (256u / BK) * j;
-            let v = select(0.0, load_b(bk + min(n0 + n, last_col) * p.b.nb.y), k < k_len);
-            tb[kk * (TN / 4u) + ((n / 4u) ^ (kk % 16u))][n % 4u] = v;
+            tb[kk * (TN / 4u) + ((n / 4u) ^ (kk % 16u))][n % 4u] = next.b[j];
         }
         workgroupBarrier();
+        if (st + 1u < steps) {
+            next = load_step(ld, st + 1u);
+        }
         for (var t = 0u; t < BK; t++) {
             var av: array<vec4<f32>, BLOCKS>;
             var bv: array<vec4<f32>, BLOCKS>;
