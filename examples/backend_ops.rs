@@ -175,7 +175,11 @@ fn main() -> ExitCode {
 fn build_cases(args: &Args) -> Result<Vec<Case>, String> {
     let mut cases = all_cases().map_err(|e| e.to_string())?;
     if args.perf {
-        cases.extend(perf_cases().map_err(|e| e.to_string())?);
+        let wanted = |op: &str, name: &str| {
+            args.op.as_deref().is_none_or(|o| o == op)
+                && args.name.as_deref().is_none_or(|n| name.contains(n))
+        };
+        cases.extend(perf_cases(&wanted).map_err(|e| e.to_string())?);
     }
     let Some(path) = &args.cases else {
         return Ok(cases);

@@ -77,8 +77,9 @@ pub fn unfused_pairs() -> Result<Vec<(Case, Case)>> {
 
 /// Decode steps of the 135M and 8B shapes over long caches, as the model
 /// runs them (f16 K, V through a transposed view, a mask), for
-/// `backend_ops --mode perf` (keys split over workgroups or not).
-pub fn perf_cases() -> Result<Vec<Case>> {
+/// `backend_ops --mode perf` (keys split over workgroups or not); only
+/// those whose name is `wanted` are built.
+pub fn perf_cases(wanted: &dyn Fn(&str) -> bool) -> Result<Vec<Case>> {
     let mut cases = Vec::new();
     for (d, n_head, n_head_kv) in [(64, 9, 3), (128, 32, 8)] {
         for n_kv in [512, 2048, 8192, 32768] {
@@ -92,7 +93,9 @@ pub fn perf_cases() -> Result<Vec<Case>> {
                 kv_type: DType::F16,
                 v_transposed: true,
             };
-            cases.push(case(shape, 2400 + n_kv as u64)?);
+            if wanted(&shape.name()) {
+                cases.push(case(shape, 2400 + n_kv as u64)?);
+            }
         }
     }
     Ok(cases)
@@ -109,6 +112,36 @@ struct Attention {
     visible: Option<usize>,
     kv_type: DType,
     v_transposed: bool,
+}
+
+impl Attention {
+    fn op(&self, unfused: bool) -> &'static str {
+        if unfused {
+            "attention_unfused"
+        } else {
+            "flash_attn_ext"
+        }
+    }
+
+    /// The case's name, llama.cpp's (the unfused pair's too, under its own
+    /// op).
+    fn name(&self) -> String {
+        let padded = match self.visible {
+            Some(visible) if visible < self.n_kv => format!(",visible={visible}"),
+            _ => String::new(),
+        };
+        format!(
+            "FLASH_ATTN_EXT(hsk={},nh={},nr={},kv={},nb={},mask={},type_KV={},v_transposed={}{padded})",
+            self.d,
+            self.n_head,
+            self.n_head / self.n_head_kv,
+            self.n_kv,
+            self.n_q,
+            u8::from(self.visible.is_some()),
+            self.kv_type,
+            u8::from(self.v_transposed)
+        )
+    }
 }
 
 fn case(s: Attention, seed: u64) -> Result<Case> {
@@ -170,20 +203,5 @@ fn build(s: Attention, seed: u64, unfused: bool) -> Result<Case> {
     } else {
         b.g.flash_attn(q, k, v, mask, scale)?
     };
-    let padded = match visible {
-        Some(visible) if visible < n_kv => format!(",visible={visible}"),
-        _ => String::new(),
-    };
-    let name = format!(
-        "FLASH_ATTN_EXT(hsk={d},nh={n_head},nr={},kv={n_kv},nb={n_q},mask={},type_KV={kv_type},v_transposed={}{padded})",
-        n_head / n_head_kv,
-        u8::from(visible.is_some()),
-        u8::from(v_transposed)
-    );
-    let op = if unfused {
-        "attention_unfused"
-    } else {
-        "flash_attn_ext"
-    };
-    Ok(b.case(op, name, out, NMSE_MUL_MAT))
+    Ok(b.case(s.op(unfused), s.name(), out, NMSE_MUL_MAT))
 }

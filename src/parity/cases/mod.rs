@@ -47,9 +47,13 @@ pub fn all_cases() -> Result<Vec<Case>> {
     Ok(all)
 }
 
-/// Extra cases for `backend_ops --mode perf` only (too big for the test suite).
-pub fn perf_cases() -> Result<Vec<Case>> {
-    let mut cases = mul_mat::perf_cases()?;
-    cases.extend(flash_attn::perf_cases()?);
+/// Extra cases for `backend_ops --mode perf` only (too big for the test
+/// suite): those of the ops and names `wanted(op, name)` keeps, the others
+/// not built at all.
+pub fn perf_cases(wanted: &dyn Fn(&str, &str) -> bool) -> Result<Vec<Case>> {
+    let mut cases = mul_mat::perf_cases(&|name| wanted("mul_mat", name))?;
+    cases.extend(flash_attn::perf_cases(&|name| {
+        wanted("flash_attn_ext", name)
+    })?);
     Ok(cases)
 }

@@ -214,12 +214,13 @@ fn transposed() -> Result<Vec<Case>> {
 /// product. A mat-vec case multiplies the same activations by
 /// several distinct weight tensors in one graph (one submit), so the time is
 /// the kernels' rather than a submit's and the weights, together larger than
-/// a big GPU's L2 cache, come from memory.
-pub fn perf_cases() -> Result<Vec<Case>> {
-    let mut cases = Vec::new();
+/// a big GPU's L2 cache, come from memory. Only cases whose name is
+/// `wanted` are built.
+pub fn perf_cases(wanted: &dyn Fn(&str) -> bool) -> Result<Vec<Case>> {
+    let mut specs = Vec::new();
     for ta in table_types().filter(|t| *t != DType::F32) {
         for (m, k) in [(4096, 4096), (14336, 4096), (4096, 14336)] {
-            cases.push(repeated(Spec::new(ta, m, 1, k), 128 << 20)?);
+            specs.push((Spec::new(ta, m, 1, k), 128 << 20));
         }
     }
     // The default model's decode products: q4_1 layers, the q8_0 output.
@@ -229,32 +230,39 @@ pub fn perf_cases() -> Result<Vec<Case>> {
         (DType::Q4_1, 576, 1536),
         (DType::Q8_0, 49152, 576),
     ] {
-        cases.push(repeated(Spec::new(ta, m, 1, k), 16 << 20)?);
+        specs.push((Spec::new(ta, m, 1, k), 16 << 20));
     }
     // Small batches around the mat-vec / tiled switch, and a prompt.
     for ta in [DType::Q4_0, DType::F16] {
         for n in [4, 8, 32] {
-            cases.push(repeated(Spec::new(ta, 4096, n, 4096), 128 << 20)?);
+            specs.push((Spec::new(ta, 4096, n, 4096), 128 << 20));
         }
     }
     for ta in [DType::Q4_0, DType::Q4_1, DType::F16] {
-        cases.push(repeated(Spec::new(ta, 4096, 512, 4096), 0)?);
+        specs.push((Spec::new(ta, 4096, 512, 4096), 0));
+    }
+    let mut cases = Vec::new();
+    for (s, bytes) in specs {
+        let weight = s.ta.row_bytes(s.k)? * s.m;
+        let copies = (bytes / weight).clamp(1, 16);
+        let name = format!("{} x{copies}", s.name());
+        // Only the wanted cases get their (hundreds of MB of) random data.
+        if wanted(&name) {
+            cases.push(repeated(s, copies, name)?);
+        }
     }
     Ok(cases)
 }
 
-/// `s` over as many weight copies as make about `bytes` (at least one, at
-/// most 16), all sharing one `b`; the case's output is the last product.
-fn repeated(s: Spec, bytes: usize) -> Result<Case> {
+/// `s` over `copies` weight copies (to about 128 MB: past a big GPU's L2),
+/// all sharing one `b`; the case's output is the last product.
+fn repeated(s: Spec, copies: usize, name: String) -> Result<Case> {
     let mut b = CaseBuilder::new(9900 + s.m as u64 + s.k as u64);
-    let weight = s.ta.row_bytes(s.k)? * s.m;
-    let copies = (bytes / weight).clamp(1, 16);
     let x = b.uniform(DType::F32, &[s.k, s.n], -1.0, 1.0)?;
     let mut out = x;
     for _ in 0..copies {
         let a = b.uniform(s.ta, &[s.k, s.m], -1.0, 1.0)?;
         out = b.g.mul_mat(a, x)?;
     }
-    let name = format!("{} x{copies}", s.name());
     Ok(b.case("mul_mat", name, out, NMSE_MUL_MAT))
 }
