@@ -422,11 +422,16 @@ fn nibble_rows<B, const CODES: u8>(
         false => Vec::new(),
     };
     let ahead = super::prefetch_rows::<B>(per_row);
+    let mut unpacked = super::vnni::RowQuad::default();
     let mut r = 0;
     while r < n_rows {
         let dst = &mut out[r * n..];
         if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
             let rows = [row(r), row(r + 1), row(r + 2), row(r + 3)];
+            if vnni {
+                // SAFETY: the CPU has AVX-512 VNNI (checked above).
+                unsafe { unpacked.unpack::<B, CODES>(rows, unpack) };
+            }
             for (q, x4) in quads.clone().enumerate() {
                 let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) else {
                     continue;
@@ -434,7 +439,7 @@ fn nibble_rows<B, const CODES: u8>(
                 let (dots, offsets) = match quad_scales.get(q) {
                     // SAFETY: the CPU has AVX-512 VNNI (checked above).
                     Some(scales) => unsafe {
-                        super::vnni::nibble_tile::<B, CODES>(rows, x4, scales, unpack)
+                        super::vnni::nibble_tile::<CODES>(&unpacked, x4, scales)
                     },
                     None => nibble_tile::<B, CODES>(rows, x4, unpack),
                 };

@@ -28,46 +28,89 @@ pub fn available() -> bool {
         && std::arch::is_x86_feature_detected!("avx512vnni")
 }
 
-/// Four weight rows times four columns, as [`super::avx2`]'s tile:
-/// (Σ d dx Σ code·xq, Σ o dx Σ xq) of row r and column j at 4r + j.
+/// Four weight rows' nibble blocks, unpacked once for every column quad
+/// of a prompt ([`nibble_tile`] reads them): per block, the rows' codes
+/// as `vpdpbusd` takes them, and their four scales then four offset
+/// factors. Unpacking (the fifth bits of q5 codes above all) per column
+/// quad took half the tile's instructions at 64 columns.
+#[derive(Default)]
+pub struct RowQuad {
+    codes: Vec<[__m256i; 4]>,
+    factors: Vec<[f32; 8]>,
+}
+
+impl RowQuad {
+    /// Unpacks `rows` (their common length of blocks) into `self`,
+    /// reusing its memory.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+    pub fn unpack<B, const CODES: u8>(
+        &mut self,
+        rows: [&[B]; 4],
+        unpack: impl Fn(&B) -> Nibbles<'_>,
+    ) {
+        let n_blocks = rows.iter().map(|r| r.len()).min().unwrap_or(0);
+        self.codes.resize(n_blocks, [_mm256_setzero_si256(); 4]);
+        self.factors.resize(n_blocks, [0.0; 8]);
+        let blocks = self.codes.iter_mut().zip(self.factors.iter_mut());
+        for (i, (codes, factors)) in blocks.enumerate() {
+            let w = rows.map(|r| unpack(&r[i]));
+            *codes = w.map(|(qs, qh, _)| match CODES {
+                // iq4's signed table values plus 128, as unsigned bytes: the
+                // offset comes off at the end (vpdpbusd does not saturate
+                // its pair sums, as vpmaddubsw does).
+                IQ4 => _mm256_xor_si256(nibble_codes::<CODES>(qs, qh), _mm256_set1_epi8(-128)),
+                _ => nibble_codes::<CODES>(qs, qh),
+            });
+            let h = |r: usize, k: usize| w[r].2[k].to_bits() as i16;
+            let f = _mm256_cvtph_ps(_mm_setr_epi16(
+                h(0, 0),
+                h(1, 0),
+                h(2, 0),
+                h(3, 0),
+                h(0, 1),
+                h(1, 1),
+                h(2, 1),
+                h(3, 1),
+            ));
+            // SAFETY: eight f32; unaligned.
+            unsafe { _mm256_storeu_ps(factors.as_mut_ptr(), f) };
+        }
+    }
+}
+
+/// Four weight rows (unpacked) times four columns, as [`super::avx2`]'s
+/// tile: (Σ d dx Σ code·xq, Σ o dx Σ xq) of row r and column j at 4r + j.
 /// `columns[i]` holds block i's four column scales, then their scaled
 /// code sums.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub fn nibble_tile<B, const CODES: u8>(
-    rows: [&[B]; 4],
+pub fn nibble_tile<const CODES: u8>(
+    rows: &RowQuad,
     xs: &[Q8Row; 4],
     columns: &[[f32; 8]],
-    unpack: impl Fn(&B) -> Nibbles<'_>,
 ) -> ([f32; 16], [f32; 16]) {
     let cols = xs.each_ref().map(|x| &x.packed[..]);
-    let lens = rows.iter().map(|r| r.len());
-    let lens = lens.chain(cols.iter().map(|c| c.len()));
-    let n_blocks = lens.min().unwrap_or(0).min(columns.len());
+    let lens = cols
+        .iter()
+        .map(|c| c.len())
+        .chain([rows.codes.len(), columns.len()]);
+    let n_blocks = lens.min().unwrap_or(0);
     let mut acc = [[_mm256_setzero_ps(); 4]; 4];
     let mut offsets = [_mm_setzero_ps(); 4];
     // Each pair's scale this block, written then read back as broadcasts
     // (loads; a broadcast from a register would take the shuffle port).
     let mut pair_scales = [0.0f32; 16];
-    let f16 = super::f16_table();
     for i in 0..n_blocks {
-        let w = rows.map(|r| unpack(&r[i]));
+        let (c, f) = (&rows.codes[i], &rows.factors[i]);
         // SAFETY (both loads): eight f32 of columns[i]; unaligned.
         let dx = unsafe { _mm_loadu_ps(columns[i].as_ptr()) };
         let ds = unsafe { _mm_loadu_ps(columns[i][4..].as_ptr()) };
-        for (r, (_, _, [d, o])) in w.iter().enumerate() {
-            let d = _mm_broadcast_ss(&f16[usize::from(d.to_bits())]);
-            let o = _mm_broadcast_ss(&f16[usize::from(o.to_bits())]);
+        for r in 0..4 {
+            let d = _mm_broadcast_ss(&f[r]);
+            let o = _mm_broadcast_ss(&f[4 + r]);
             // SAFETY: four f32 at 4r of sixteen; unaligned.
             unsafe { _mm_storeu_ps(pair_scales[4 * r..].as_mut_ptr(), _mm_mul_ps(d, dx)) };
             offsets[r] = _mm_fmadd_ps(o, ds, offsets[r]);
         }
-        let c = w.map(|(qs, qh, _)| match CODES {
-            // iq4's signed table values plus 128, as unsigned bytes: the
-            // offset comes off at the end (vpdpbusd does not saturate
-            // its pair sums, as vpmaddubsw does).
-            IQ4 => _mm256_xor_si256(nibble_codes::<CODES>(qs, qh), _mm256_set1_epi8(-128)),
-            _ => nibble_codes::<CODES>(qs, qh),
-        });
         let pair_scales = std::hint::black_box(&pair_scales);
         // A column's codes at a time: fewer live registers than all four.
         for (j, col) in cols.iter().enumerate() {
