@@ -255,6 +255,46 @@ fn nibble_columns<'a, const CODES: u8, I>(
     );
 }
 
+/// Four weight rows' nibble blocks, unpacked once for all of a prompt's
+/// column quads (the tiles read them): per block, the rows' codes as
+/// [`nibble_codes`] gives them, and their four scales then four offset
+/// factors. Unpacked per column quad, the codes (the fifth bits of q5 above
+/// all) took half a tile's instructions at 64 columns.
+#[derive(Default)]
+pub(super) struct RowQuad {
+    pub codes: Vec<[__m256i; 4]>,
+    pub factors: Vec<[f32; 8]>,
+}
+
+impl RowQuad {
+    /// Unpacks `rows` (their common length of blocks) into `self`,
+    /// reusing its memory.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn unpack<B, const CODES: u8>(&mut self, rows: [&[B]; 4], unpack: impl Fn(&B) -> Nibbles<'_>) {
+        let n_blocks = rows.iter().map(|r| r.len()).min().unwrap_or(0);
+        self.codes.resize(n_blocks, [_mm256_setzero_si256(); 4]);
+        self.factors.resize(n_blocks, [0.0; 8]);
+        let blocks = self.codes.iter_mut().zip(self.factors.iter_mut());
+        for (i, (codes, factors)) in blocks.enumerate() {
+            let w = rows.map(|r| unpack(&r[i]));
+            *codes = w.map(|(qs, qh, _)| nibble_codes::<CODES>(qs, qh));
+            let h = |r: usize, k: usize| w[r].2[k].to_bits() as i16;
+            let f = _mm256_cvtph_ps(_mm_setr_epi16(
+                h(0, 0),
+                h(1, 0),
+                h(2, 0),
+                h(3, 0),
+                h(0, 1),
+                h(1, 1),
+                h(2, 1),
+                h(3, 1),
+            ));
+            // SAFETY: eight f32; unaligned.
+            unsafe { _mm256_storeu_ps(factors.as_mut_ptr(), f) };
+        }
+    }
+}
+
 /// Four weight rows times four columns, (Σ d dx Σ code·xq, Σ o dx Σ xq)
 /// of row r and column j at 4r + j. Each of the 16 block dots is summed
 /// in integers across its vector (`vphaddd`), so per block two vectors of
@@ -262,16 +302,9 @@ fn nibble_columns<'a, const CODES: u8, I>(
 /// [`nibble_sums`], whose sums stay in lanes, with the rows' codes and
 /// the columns' loads each shared four ways.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibble_tile<B, const CODES: u8>(
-    rows: [&[B]; 4],
-    xs: &[Q8Row; 4],
-    unpack: impl Fn(&B) -> Nibbles<'_>,
-) -> ([f32; 16], [f32; 16]) {
+fn nibble_tile<const CODES: u8>(rows: &RowQuad, xs: &[Q8Row; 4]) -> ([f32; 16], [f32; 16]) {
     let cols = xs.each_ref().map(|x| &x.packed[..]);
-    let lens = rows
-        .iter()
-        .map(|r| r.len())
-        .chain(cols.iter().map(|c| c.len()));
+    let lens = cols.iter().map(|c| c.len()).chain([rows.codes.len()]);
     let n_blocks = lens.min().unwrap_or(0);
     let ones = _mm256_set1_epi16(1);
     // Lanes of [d0 d1 d2 d3 o0 o1 o2 o3] for row pairs (0, 1) and (2, 3),
@@ -281,19 +314,9 @@ fn nibble_tile<B, const CODES: u8>(
     let mut dots = [_mm256_setzero_ps(); 2];
     let mut offsets = [_mm256_setzero_ps(); 2];
     for i in 0..n_blocks {
-        let w = rows.map(|r| unpack(&r[i]));
-        let c = w.map(|(qs, qh, _)| nibble_codes::<CODES>(qs, qh));
-        let h = |r: usize, f: usize| w[r].2[f].to_bits() as i16;
-        let factors = _mm256_cvtph_ps(_mm_setr_epi16(
-            h(0, 0),
-            h(1, 0),
-            h(2, 0),
-            h(3, 0),
-            h(0, 1),
-            h(1, 1),
-            h(2, 1),
-            h(3, 1),
-        ));
+        let c = rows.codes[i];
+        // SAFETY: eight f32; unaligned.
+        let factors = unsafe { _mm256_loadu_ps(rows.factors[i].as_ptr()) };
         let x = cols.map(|c| &c[i]);
         let dx = _mm_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d);
         let ds = _mm_setr_ps(x[0].ds, x[1].ds, x[2].ds, x[3].ds);
@@ -422,16 +445,13 @@ fn nibble_rows<B, const CODES: u8>(
         false => Vec::new(),
     };
     let ahead = super::prefetch_rows::<B>(per_row);
-    let mut unpacked = super::vnni::RowQuad::default();
+    let mut unpacked = RowQuad::default();
     let mut r = 0;
     while r < n_rows {
         let dst = &mut out[r * n..];
         if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
             let rows = [row(r), row(r + 1), row(r + 2), row(r + 3)];
-            if vnni {
-                // SAFETY: the CPU has AVX-512 VNNI (checked above).
-                unsafe { unpacked.unpack::<B, CODES>(rows, unpack) };
-            }
+            unpacked.unpack::<B, CODES>(rows, unpack);
             for (q, x4) in quads.clone().enumerate() {
                 let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) else {
                     continue;
@@ -441,7 +461,7 @@ fn nibble_rows<B, const CODES: u8>(
                     Some(scales) => unsafe {
                         super::vnni::nibble_tile::<CODES>(&unpacked, x4, scales)
                     },
-                    None => nibble_tile::<B, CODES>(rows, x4, unpack),
+                    None => nibble_tile::<CODES>(&unpacked, x4),
                 };
                 for (t, (dot, offset)) in dots.into_iter().zip(offsets).enumerate() {
                     dst[(t / 4) * n + 4 * q + t % 4] = finish(dot, offset);

@@ -15,9 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{
-    codes, k_codes, nibble_codes, scale, scales_and_mins, sum8, KParts, Nibbles, IQ4,
-};
+use super::avx2::{codes, k_codes, scale, scales_and_mins, sum8, KParts, RowQuad, IQ4};
 use super::Q8Row;
 use crate::quant::BlockQ6K;
 
@@ -26,56 +24,6 @@ pub fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512vl")
         && std::arch::is_x86_feature_detected!("avx512vnni")
-}
-
-/// Four weight rows' nibble blocks, unpacked once for every column quad
-/// of a prompt ([`nibble_tile`] reads them): per block, the rows' codes
-/// as `vpdpbusd` takes them, and their four scales then four offset
-/// factors. Unpacking (the fifth bits of q5 codes above all) per column
-/// quad took half the tile's instructions at 64 columns.
-#[derive(Default)]
-pub struct RowQuad {
-    codes: Vec<[__m256i; 4]>,
-    factors: Vec<[f32; 8]>,
-}
-
-impl RowQuad {
-    /// Unpacks `rows` (their common length of blocks) into `self`,
-    /// reusing its memory.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-    pub fn unpack<B, const CODES: u8>(
-        &mut self,
-        rows: [&[B]; 4],
-        unpack: impl Fn(&B) -> Nibbles<'_>,
-    ) {
-        let n_blocks = rows.iter().map(|r| r.len()).min().unwrap_or(0);
-        self.codes.resize(n_blocks, [_mm256_setzero_si256(); 4]);
-        self.factors.resize(n_blocks, [0.0; 8]);
-        let blocks = self.codes.iter_mut().zip(self.factors.iter_mut());
-        for (i, (codes, factors)) in blocks.enumerate() {
-            let w = rows.map(|r| unpack(&r[i]));
-            *codes = w.map(|(qs, qh, _)| match CODES {
-                // iq4's signed table values plus 128, as unsigned bytes: the
-                // offset comes off at the end (vpdpbusd does not saturate
-                // its pair sums, as vpmaddubsw does).
-                IQ4 => _mm256_xor_si256(nibble_codes::<CODES>(qs, qh), _mm256_set1_epi8(-128)),
-                _ => nibble_codes::<CODES>(qs, qh),
-            });
-            let h = |r: usize, k: usize| w[r].2[k].to_bits() as i16;
-            let f = _mm256_cvtph_ps(_mm_setr_epi16(
-                h(0, 0),
-                h(1, 0),
-                h(2, 0),
-                h(3, 0),
-                h(0, 1),
-                h(1, 1),
-                h(2, 1),
-                h(3, 1),
-            ));
-            // SAFETY: eight f32; unaligned.
-            unsafe { _mm256_storeu_ps(factors.as_mut_ptr(), f) };
-        }
-    }
 }
 
 /// Four weight rows (unpacked) times four columns, as [`super::avx2`]'s
@@ -100,7 +48,14 @@ pub fn nibble_tile<const CODES: u8>(
     // (loads; a broadcast from a register would take the shuffle port).
     let mut pair_scales = [0.0f32; 16];
     for i in 0..n_blocks {
-        let (c, f) = (&rows.codes[i], &rows.factors[i]);
+        let (c, f) = (rows.codes[i], &rows.factors[i]);
+        // iq4's signed table values plus 128, as unsigned bytes: the offset
+        // comes off at the end (vpdpbusd does not saturate its pair sums,
+        // as vpmaddubsw does).
+        let c = match CODES {
+            IQ4 => c.map(|c| _mm256_xor_si256(c, _mm256_set1_epi8(-128))),
+            _ => c,
+        };
         // SAFETY (both loads): eight f32 of columns[i]; unaligned.
         let dx = unsafe { _mm_loadu_ps(columns[i].as_ptr()) };
         let ds = unsafe { _mm_loadu_ps(columns[i][4..].as_ptr()) };

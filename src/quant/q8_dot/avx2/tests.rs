@@ -64,11 +64,18 @@ fn the_avx2_tile_matches_the_portable_loops() {
             }
         }
     }
+    fn unpacked<B, const CODES: u8>(rows: [&[B]; 4], unpack: fn(&B) -> Nibbles<'_>) -> RowQuad {
+        let mut quad = RowQuad::default();
+        // SAFETY: the CPU has AVX2, FMA and F16C (asserted).
+        unsafe { quad.unpack::<B, CODES>(rows, unpack) };
+        quad
+    }
     // SAFETY (each tile call): the CPU has AVX2, FMA and F16C (asserted).
     check::<BlockQ4_0>(
         DType::Q4_0,
         |rows, cols| {
-            let (d, o) = unsafe { nibble_tile::<_, PLAIN>(*rows, cols, unpack_q4_0) };
+            let (d, o) =
+                unsafe { nibble_tile::<PLAIN>(&unpacked::<_, PLAIN>(*rows, unpack_q4_0), cols) };
             std::array::from_fn(|t| d[t] - 8.0 * o[t])
         },
         super::super::portable::q4_0,
@@ -76,14 +83,15 @@ fn the_avx2_tile_matches_the_portable_loops() {
     check::<BlockQ5_0>(
         DType::Q5_0,
         |rows, cols| {
-            let (d, o) = unsafe { nibble_tile::<_, FIFTH>(*rows, cols, unpack_q5_0) };
+            let (d, o) =
+                unsafe { nibble_tile::<FIFTH>(&unpacked::<_, FIFTH>(*rows, unpack_q5_0), cols) };
             std::array::from_fn(|t| d[t] - 16.0 * o[t])
         },
         super::super::portable::q5_0,
     );
     check::<BlockIQ4NL>(
         DType::IQ4NL,
-        |rows, cols| unsafe { nibble_tile::<_, IQ4>(*rows, cols, unpack_iq4_nl) }.0,
+        |rows, cols| unsafe { nibble_tile::<IQ4>(&unpacked::<_, IQ4>(*rows, unpack_iq4_nl), cols) }.0,
         super::super::portable::iq4_nl,
     );
 }
