@@ -567,9 +567,10 @@ mod tests {
 
     #[test]
     fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
-        // Nine rows by six columns: tiles of four rows by four columns
-        // where the SIMD loops have them, single rows and columns around.
-        let (k, m, n) = (256, 9, 6);
+        // Thirteen rows by six columns: eight rows together (AVX-512 VNNI's
+        // nibble rows), tiles of four rows by four columns where the SIMD
+        // loops have them, single rows and columns around.
+        let (k, m, n) = (256, 13, 6);
         let xs: Vec<Q8Row> = (0..n as u32)
             .map(|c| {
                 let mut q = Q8Row::default();
@@ -585,12 +586,13 @@ mod tests {
             let dots = RowDots::new(dtype, k).unwrap();
             let mut whole = vec![0.0; m * n];
             dots.rows(&all, 0, &xs, &mut whole).unwrap();
-            // The same rows in two runs, split where a group starts.
-            let split = 4 * all.len() / m;
+            // The same rows in two runs, split where a thread's part may
+            // start (a multiple of eight rows).
+            let split = 8 * all.len() / m;
             let mut parts = vec![0.0; m * n];
-            let (head, tail) = parts.split_at_mut(4 * n);
+            let (head, tail) = parts.split_at_mut(8 * n);
             dots.rows(&all[..split], 0, &xs, head).unwrap();
-            dots.rows(&all[split..], 4, &xs, tail).unwrap();
+            dots.rows(&all[split..], 8, &xs, tail).unwrap();
             assert_eq!(whole, parts, "{dtype}");
             for (r, row) in rows.iter().enumerate() {
                 for (c, x) in xs.iter().enumerate() {

@@ -446,10 +446,33 @@ fn nibble_rows<B, const CODES: u8>(
     };
     let ahead = super::prefetch_rows::<B>(per_row);
     let mut unpacked = RowQuad::default();
+    let mut octet = super::vnni::RowOctet::default();
+    let octets = vnni && CODES != IQ4 && quads.len() > 0;
     let mut r = 0;
     while r < n_rows {
         let dst = &mut out[r * n..];
-        if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
+        if octets && (first_row + r).is_multiple_of(8) && r + 8 <= n_rows {
+            let rows: [&[B]; 8] = std::array::from_fn(|k| row(r + k));
+            // SAFETY (each call): the CPU has AVX-512 VNNI (checked above).
+            unsafe { octet.unpack::<B, CODES>(rows, unpack) };
+            let mut put = |j: usize, (dots, offsets): ([f32; 8], [f32; 8])| {
+                for (k, (dot, offset)) in dots.into_iter().zip(offsets).enumerate() {
+                    dst[k * n + j] = finish(dot, offset);
+                }
+            };
+            for (q, x4) in quads.clone().enumerate() {
+                let x4 = [&x4[0], &x4[1], &x4[2], &x4[3]];
+                let cols = unsafe { super::vnni::octet_columns(&octet, x4) };
+                for (j, col) in cols.into_iter().enumerate() {
+                    put(4 * q + j, col);
+                }
+            }
+            for (j, x) in rest.iter().enumerate() {
+                let [col] = unsafe { super::vnni::octet_columns(&octet, [x]) };
+                put(n - rest.len() + j, col);
+            }
+            r += 8;
+        } else if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
             let rows = [row(r), row(r + 1), row(r + 2), row(r + 3)];
             unpacked.unpack::<B, CODES>(rows, unpack);
             for (q, x4) in quads.clone().enumerate() {

@@ -15,7 +15,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{codes, k_codes, scale, scales_and_mins, sum8, KParts, RowQuad, IQ4};
+use super::avx2::{
+    codes, k_codes, nibble_codes, scale, scales_and_mins, sum8, KParts, Nibbles, RowQuad, IQ4,
+};
 use super::Q8Row;
 use crate::quant::BlockQ6K;
 
@@ -410,4 +412,143 @@ pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
     }
     // SAFETY: this function's CPU has AVX2.
     unsafe { cells.result() }
+}
+
+/// Eight weight rows' nibble blocks, unpacked once for all of a prompt's
+/// columns ([`octet_columns`] reads them): per block, eight vectors, one
+/// per group of four values, whose lane r holds row r's four codes of the
+/// group, then the rows' scales and offset factors.
+#[derive(Default)]
+pub struct RowOctet {
+    groups: Vec<[[u32; 8]; 8]>,
+    factors: Vec<[[f32; 8]; 2]>,
+}
+
+impl RowOctet {
+    /// Unpacks `rows` (their common length of blocks) into `self`,
+    /// reusing its memory. Not for [`IQ4`] codes, which are signed.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+    pub fn unpack<B, const CODES: u8>(
+        &mut self,
+        rows: [&[B]; 8],
+        unpack: impl Fn(&B) -> Nibbles<'_>,
+    ) {
+        let n_blocks = rows.iter().map(|r| r.len()).min().unwrap_or(0);
+        self.groups.resize(n_blocks, [[0; 8]; 8]);
+        self.factors.resize(n_blocks, [[0.0; 8]; 2]);
+        let blocks = self.groups.iter_mut().zip(self.factors.iter_mut());
+        for (i, (groups, factors)) in blocks.enumerate() {
+            // Loops rather than array maps: through the maps' closures,
+            // the target-feature calls were not inlined.
+            let mut codes = [_mm256_setzero_si256(); 8];
+            let mut halves = [[0i16; 8]; 2];
+            for (r, row) in rows.iter().enumerate() {
+                let (qs, qh, [d, o]) = unpack(&row[i]);
+                codes[r] = nibble_codes::<CODES>(qs, qh);
+                halves[0][r] = d.to_bits() as i16;
+                halves[1][r] = o.to_bits() as i16;
+            }
+            for (group, v) in groups.iter_mut().zip(transpose8(codes)) {
+                // SAFETY: eight u32; unaligned.
+                unsafe { _mm256_storeu_si256(group.as_mut_ptr().cast(), v) };
+            }
+            for (f, h) in factors.iter_mut().zip(halves) {
+                // SAFETY: eight f16 read, eight f32 written; unaligned.
+                unsafe {
+                    let v = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast()));
+                    _mm256_storeu_ps(f.as_mut_ptr(), v);
+                }
+            }
+        }
+    }
+}
+
+/// The 8 x 8 transpose of eight vectors of eight 32-bit words: word g of
+/// vector r becomes word r of vector g.
+#[target_feature(enable = "avx2")]
+fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
+    // Pairs of rows interleaved, then quads, then the 128-bit halves swapped.
+    let lo = |a, b| _mm256_unpacklo_epi32(a, b);
+    let hi = |a, b| _mm256_unpackhi_epi32(a, b);
+    let t = [
+        lo(r[0], r[1]),
+        hi(r[0], r[1]),
+        lo(r[2], r[3]),
+        hi(r[2], r[3]),
+        lo(r[4], r[5]),
+        hi(r[4], r[5]),
+        lo(r[6], r[7]),
+        hi(r[6], r[7]),
+    ];
+    // u[k] (k < 4): rows 0..4 of words k and k + 4; u[4 + k]: rows 4..8.
+    let u = [
+        _mm256_unpacklo_epi64(t[0], t[2]),
+        _mm256_unpackhi_epi64(t[0], t[2]),
+        _mm256_unpacklo_epi64(t[1], t[3]),
+        _mm256_unpackhi_epi64(t[1], t[3]),
+        _mm256_unpacklo_epi64(t[4], t[6]),
+        _mm256_unpackhi_epi64(t[4], t[6]),
+        _mm256_unpacklo_epi64(t[5], t[7]),
+        _mm256_unpackhi_epi64(t[5], t[7]),
+    ];
+    [
+        _mm256_permute2x128_si256::<0x20>(u[0], u[4]),
+        _mm256_permute2x128_si256::<0x20>(u[1], u[5]),
+        _mm256_permute2x128_si256::<0x20>(u[2], u[6]),
+        _mm256_permute2x128_si256::<0x20>(u[3], u[7]),
+        _mm256_permute2x128_si256::<0x31>(u[0], u[4]),
+        _mm256_permute2x128_si256::<0x31>(u[1], u[5]),
+        _mm256_permute2x128_si256::<0x31>(u[2], u[6]),
+        _mm256_permute2x128_si256::<0x31>(u[3], u[7]),
+    ]
+}
+
+/// Eight unpacked rows times N columns: (Σ d dx Σ code·xq, Σ o dx Σ xq)
+/// of row r and column j at `[j].0[r]` and `[j].1[r]`. Each vector lane is
+/// one row, so per block and column eight `vpdpbusd` (codes times the
+/// column's four codes of a group, broadcast) sum a row's 32 products in
+/// integers, and one conversion and one multiply-add scale all eight rows:
+/// about a third of [`nibble_tile`]'s vector instructions per product,
+/// which converts and scales each row and column's dot separately.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub fn octet_columns<const N: usize>(
+    rows: &RowOctet,
+    xs: [&Q8Row; N],
+) -> [([f32; 8], [f32; 8]); N] {
+    let cols = xs.map(|x| &x.packed[..]);
+    let lens = cols.iter().map(|c| c.len()).chain([rows.groups.len()]);
+    let n_blocks = lens.min().unwrap_or(0);
+    let mut dots = [_mm256_setzero_ps(); N];
+    let mut offsets = [_mm256_setzero_ps(); N];
+    for (i, groups) in rows.groups.iter().enumerate().take(n_blocks) {
+        let mut sums = [_mm256_setzero_si256(); N];
+        for (g, group) in groups.iter().enumerate() {
+            // SAFETY: eight u32; unaligned.
+            let c = unsafe { _mm256_loadu_si256(group.as_ptr().cast()) };
+            for (s, col) in sums.iter_mut().zip(&cols) {
+                // The column's codes 4g..4g + 4 as one word, in every lane.
+                // SAFETY: word g of the block's 32 codes; unaligned.
+                let word = unsafe { col[i].q.as_ptr().cast::<i32>().add(g).read_unaligned() };
+                *s = _mm256_dpbusd_epi32(*s, c, _mm256_set1_epi32(word));
+            }
+        }
+        let [d, o] = &rows.factors[i];
+        // SAFETY (both loads): eight f32; unaligned.
+        let (d, o) = unsafe { (_mm256_loadu_ps(d.as_ptr()), _mm256_loadu_ps(o.as_ptr())) };
+        for j in 0..N {
+            let x = &cols[j][i];
+            let step = _mm256_mul_ps(d, _mm256_set1_ps(x.d));
+            dots[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), step, dots[j]);
+            offsets[j] = _mm256_fmadd_ps(o, _mm256_set1_ps(x.ds), offsets[j]);
+        }
+    }
+    std::array::from_fn(|j| {
+        let mut out = ([0.0f32; 8], [0.0f32; 8]);
+        // SAFETY (both stores): eight f32; unaligned.
+        unsafe {
+            _mm256_storeu_ps(out.0.as_mut_ptr(), dots[j]);
+            _mm256_storeu_ps(out.1.as_mut_ptr(), offsets[j]);
+        }
+        out
+    })
 }
