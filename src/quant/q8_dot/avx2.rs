@@ -262,8 +262,8 @@ fn nibble_columns<'a, const CODES: u8, I>(
 /// all) took half a tile's instructions at 64 columns.
 #[derive(Default)]
 pub(super) struct RowQuad {
-    pub codes: Vec<[__m256i; 4]>,
-    pub factors: Vec<[f32; 8]>,
+    pub(super) codes: Vec<[__m256i; 4]>,
+    pub(super) factors: Vec<[f32; 8]>,
 }
 
 impl RowQuad {
