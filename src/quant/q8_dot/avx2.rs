@@ -434,15 +434,19 @@ fn nibble_rows<B, const CODES: u8>(
     let n_rows = (blocks.len() / per_row).min(out.len() / n);
     let (quads, rest) = (xs.chunks_exact(4), &xs[n - n % 4..]);
     // The VNNI tile reads each column quad's scales side by side, gathered
-    // once for all the rows.
+    // once for all the rows, when a row quad first takes it (where rows go
+    // eight at a time, only the rows left over do).
     let vnni = super::vnni::available() && n_rows >= 4;
-    let quad_scales: Vec<Vec<[f32; 8]>> = match vnni {
-        true => quads
-            .clone()
-            .filter_map(|x4| <&[Q8Row; 4]>::try_from(x4).ok())
-            .map(super::vnni::column_scales)
-            .collect(),
-        false => Vec::new(),
+    let mut quad_scales: Option<Vec<Vec<[f32; 8]>>> = None;
+    let gather_scales = || -> Vec<Vec<[f32; 8]>> {
+        match vnni {
+            true => quads
+                .clone()
+                .filter_map(|x4| <&[Q8Row; 4]>::try_from(x4).ok())
+                .map(super::vnni::column_scales)
+                .collect(),
+            false => Vec::new(),
+        }
     };
     let ahead = super::prefetch_rows::<B>(per_row);
     let mut unpacked = RowQuad::default();
@@ -475,6 +479,7 @@ fn nibble_rows<B, const CODES: u8>(
         } else if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
             let rows = [row(r), row(r + 1), row(r + 2), row(r + 3)];
             unpacked.unpack::<B, CODES>(rows, unpack);
+            let quad_scales = quad_scales.get_or_insert_with(gather_scales);
             for (q, x4) in quads.clone().enumerate() {
                 let Ok(x4) = <&[Q8Row; 4]>::try_from(x4) else {
                     continue;
