@@ -1,18 +1,15 @@
 // mul_mat, matrix times vector (decode) and small batches:
 // d[m, n, i2, i3] = a[:, m] . b[:, n]. A workgroup computes 4 * GROUPS rows
 // of COLS columns: its invocations split into GROUPS row groups of RG_SIZE,
-// each group four rows. Each invocation walks its rows' 8-value units
-// with stride RG_SIZE and dots each row's unit with the unit's activations
-// of every column; the sums of all rows and columns are then reduced
-// together per group, one barrier step for all of them
+// each group four rows. Each invocation walks its rows' quads (four 8-value
+// units: a block of q4_0, a sub-block of q4_K; one unit of a float row)
+// with stride RG_SIZE and dots each row's units with the units'
+// activations of every column; the sums of all rows and columns are then
+// reduced together per group, one barrier step for all of them
 // (mul_mat_vec_sums_*.wgsl). Consecutive invocations read consecutive
-// units: a q4_0 block's four code words go to four neighbours, so a load
-// instruction's activations span a few cache lines, where one block per
-// invocation spread them over one line per invocation (on an H200 those
-// loads took as long as the weights'). The row groups share the columns'
-// activations through the cache (and col_stats, which all invocations
-// compute together).
-// The type-specific part is `load_chunk`/`chunk_unit`/`x_elem` (quant.wgsl):
+// quads of a row. The row groups share the columns' activations through
+// the cache (and col_stats, which all invocations compute together).
+// The type-specific part is `load_quad`/`chunk_unit`/`x_elem` (quant.wgsl):
 // a unit's values are `head.x * raw + head.y`, so the kernel sums raw * x
 // and x over a unit and applies the scale and offset once.
 // p.x: workgroups along the rows, column groups (of COLS), a's batch divisors r2
@@ -77,6 +74,18 @@ struct Rows {
     c1: Chunk,
     c2: Chunk,
     c3: Chunk,
+}
+
+// Quad q of four rows.
+struct Quads {
+    r0: Quad,
+    r1: Quad,
+    r2: Quad,
+    r3: Quad,
+}
+
+fn load_quads(r: vec4<u32>, q: u32) -> Quads {
+    return Quads(load_quad(r.x, q), load_quad(r.y, q), load_quad(r.z, q), load_quad(r.w, q));
 }
 
 // Four rows' unit u dotted with one column's activations: Σ raw * x per
@@ -153,6 +162,7 @@ fn main(ids: Ids) {
     let last_col = p.b.ne.y - 1u;
     let xb = addr(p.b, vec4<u32>(0u, 0u, i2, i3));
     let xs = vec4<u32>(xb) + min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last_col)) * p.b.nb.y;
+    let quads = n_quads(p.a.ne.x);
     // Every invocation calls col_stats, which may reduce over the workgroup.
     let st0 = col_stats(xs.x, ids);
     var st = mat4x2<f32>(st0, st0, st0, st0);
@@ -165,10 +175,14 @@ fn main(ids: Ids) {
     }
 
     var acc = mat4x4<f32>();
-    let units = n_units(p.a.ne.x);
-    for (var u = lane; u < units; u += RG_SIZE) {
-        let g = Rows(load_chunk(rows.x, u), load_chunk(rows.y, u), load_chunk(rows.z, u), load_chunk(rows.w, u));
-        acc += cols_dot(g, u, xs, st);
+    for (var q = lane; q < quads; q += RG_SIZE) {
+        let g = load_quads(rows, q);
+        acc += cols_dot(Rows(g.r0.c0, g.r1.c0, g.r2.c0, g.r3.c0), quad_unit(q, 0u), xs, st);
+        if (ROWS_EXACT) {
+            acc += cols_dot(Rows(g.r0.c1, g.r1.c1, g.r2.c1, g.r3.c1), quad_unit(q, 1u), xs, st);
+            acc += cols_dot(Rows(g.r0.c2, g.r1.c2, g.r2.c2, g.r3.c2), quad_unit(q, 2u), xs, st);
+            acc += cols_dot(Rows(g.r0.c3, g.r1.c3, g.r2.c3, g.r3.c3), quad_unit(q, 3u), xs, st);
+        }
     }
     put_partial(0u, acc[0], ids);
     if (COLS > 1u) {

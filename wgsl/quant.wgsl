@@ -386,7 +386,7 @@ fn dq_q3_k(s: u32, r: u32) -> Unit {
     return Unit(fma(nib_lo(q.x), step, offset), fma(nib_lo(q.y), step, offset));
 }
 
-// The cooperative kernel reads a row four units (a "quad") at a time. A quad
+// The mat-vec kernel reads a row four units (a "quad") at a time. A quad
 // of q4_0, q4_1, q5_0, q5_1 or q8_0 is one block, of q4_K or q5_K one
 // sub-block, of q2_K or q3_K 32 values (two sub-blocks) and of q6_K 16
 // positions of one ql and qh row, so its scales
@@ -416,6 +416,23 @@ struct UnitQuad {
     c1: Unit,
     c2: Unit,
     c3: Unit,
+}
+
+// Unit j of quad q. A float row's quad is one unit (j = 0 only): its units
+// are read by 8 invocations side by side already (x_elem_f32), and four of
+// them at once would hold 32 words per row in registers.
+fn quad_unit(q: u32, j: u32) -> u32 {
+    if (ROWS_EXACT) {
+        return 4u * q + j;
+    }
+    return q;
+}
+
+fn n_quads(k: u32) -> u32 {
+    if (ROWS_EXACT) {
+        return n_units(k) / 4u;
+    }
+    return n_units(k);
 }
 
 // Quad q of a float row: its one unit.
@@ -540,7 +557,7 @@ fn q4_k_quad(s: u32, sub: u32) -> QChunkQuad {
     let h = k_sub_head(s, sub);
     let at = s + Q4_K_QS + 32u * (sub >> 1u);
     let sh = vec4<u32>(4u * (sub & 1u));
-    return pair_quad(nibble_head(h), a_vec4_at(at) >> sh, a_vec4_at(at + 16u) >> sh);
+    return pair_quad(vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y), a_vec4_at(at) >> sh, a_vec4_at(at + 16u) >> sh);
 }
 
 // Four chunks with two code words each, the first two of head h0 and the
@@ -565,7 +582,12 @@ fn k2_quad_words(qs: u32, t: u32) -> array<vec4<u32>, 2> {
 fn q2_k_quad(s: u32, t: u32) -> QChunkQuad {
     let h = q2_k_heads(a_u32_at(s + Q2_K_SCALES + 2u * t), unpack2x16float(a_u32_at(s + Q2_K_D)));
     let q = k2_quad_words(s + Q2_K_QS, t);
-    return halves_quad(nibble_head(h.xy), nibble_head(h.zw), q[0], q[1]);
+    return halves_quad(
+        vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y),
+        vec2<f32>(16.0 * h.z, -16.0 * h.z - h.w),
+        q[0],
+        q[1],
+    );
 }
 
 // The same units of the q3_K block at s, codes 0..8 (the third bit from
@@ -586,47 +608,6 @@ fn q4_k_unit(ch: QChunk) -> Unit {
 
 fn q8_0_unit(ch: QChunk) -> Unit {
     return Unit(byte_raw(ch.q.x), byte_raw(ch.q.y));
-}
-
-// One unit of a block in chunk form, for kernels whose invocations read a
-// unit each (consecutive invocations, consecutive units: their code words
-// and activations are adjacent). Unit w of the q4_0 block at s.
-fn q4_0_chunk(s: u32, w: u32) -> QChunk {
-    let d = f16_lo(a_u32_at(s + Q4_0_D));
-    return QChunk(vec2<f32>(16.0 * d, -24.0 * d), vec2<u32>(a_u32_at(s + Q4_0_QS + 4u * w), 0u));
-}
-
-fn q4_1_chunk(s: u32, w: u32) -> QChunk {
-    let dm = unpack2x16float(a_u32_at(s + Q4_1_D));
-    return QChunk(vec2<f32>(16.0 * dm.x, dm.y - 16.0 * dm.x), vec2<u32>(a_u32_at(s + Q4_1_QS + 4u * w), 0u));
-}
-
-fn q8_0_chunk(s: u32, w: u32) -> QChunk {
-    let d = f16_lo(a_u32_at(s + Q8_0_D));
-    return QChunk(vec2<f32>(256.0 * d, -384.0 * d), a_vec2_at(s + Q8_0_QS + 8u * w) ^ vec2<u32>(0x80808080u));
-}
-
-// Step and offset (value = step * code - offset) as a chunk's head.
-fn nibble_head(h: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(16.0 * h.x, -16.0 * h.x - h.y);
-}
-
-// Unit r (0..32) of the q4_K block at s.
-fn q4_k_chunk(s: u32, r: u32) -> QChunk {
-    let c = k_unit_words(s, r, Q4_K_QS);
-    return QChunk(nibble_head(c.head), c.q);
-}
-
-fn q2_k_chunk(s: u32, r: u32) -> QChunk {
-    let h = q2_k_heads(a_u32_at(s + Q2_K_SCALES + (r >> 1u)), unpack2x16float(a_u32_at(s + Q2_K_D)));
-    return QChunk(nibble_head(h.xy), k2_words(s + Q2_K_QS, r));
-}
-
-// value = step * (code - 4) = 16 step * r - 20 step.
-fn q3_k_chunk(s: u32, r: u32) -> QChunk {
-    let q = k2_words(s + Q3_K_QS, r) | k3_high(a_vec2_at(s + Q3_K_HMASK + 8u * (r & 3u)), r >> 2u);
-    let step = q3_k_steps(s, r >> 1u).x;
-    return QChunk(vec2<f32>(16.0 * step, -20.0 * step), q);
 }
 
 fn QChunk_head(ch: QChunk) -> vec2<f32> {

@@ -13,12 +13,12 @@ pub fn units_per_row(k: usize) -> usize {
 
 /// The decoder of `a`'s type: `unit_w(row, u)` gives unit `u` of a row as
 /// 8 weights, `x_elem(u, i)` the row element of weight `i` and `n_units(k)`
-/// the units of a row of `k` values; `load_chunk(row, u)` reads unit `u` in
-/// the mat-vec kernel's form and `load_quad(row, q)` quad `q` (units
-/// 4q..4q+4 of block types, unit q of float rows) in the cooperative
-/// kernel's, whose `chunk_unit(chunk)` and `chunk_head(chunk)` give each
-/// unit's raw values and head; `HAS_OFFSET` says whether heads carry an
-/// offset and `ROWS_EXACT` whether units cover a row exactly (quant.wgsl).
+/// the units of a row of `k` values (for the tiled kernels and get_rows); `load_quad(row, q)`
+/// reads quad `q` (units 4q..4q+4 of block types, unit q of float rows) in
+/// the mat-vec kernel's form, whose `chunk_unit(chunk)` and
+/// `chunk_head(chunk)` give each unit; `HAS_OFFSET` says whether heads
+/// carry an offset and `ROWS_EXACT` whether units cover a row exactly
+/// (quant.wgsl).
 pub fn defs(t: DType) -> Option<&'static str> {
     macro_rules! decoder {
         // Float rows: one unit per quad, no offset, rows rounded up to 64.
@@ -29,14 +29,13 @@ pub fn defs(t: DType) -> Option<&'static str> {
                 "float_units(k)",
                 "Unit",
                 "float_quad(row, q)",
-                "unit_w(row, u)",
                 "plain",
                 false,
                 false
             )
         };
         ($unit:literal, $elem:literal, $units:literal, $chunk_type:literal, $quad:literal,
-         $chunk:literal, $form:literal, $offset:literal, $exact:literal) => {
+         $form:literal, $offset:literal, $exact:literal) => {
             concat!(
                 "fn unit_w(row: u32, u: u32) -> Unit { return ",
                 $unit,
@@ -55,9 +54,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
                 "Quad;\n",
                 "fn load_quad(row: u32, q: u32) -> Quad { return ",
                 $quad,
-                "; }\n",
-                "fn load_chunk(row: u32, u: u32) -> Chunk { return ",
-                $chunk,
                 "; }\n",
                 "fn chunk_unit(ch: Chunk) -> Unit { return ",
                 $form,
@@ -89,7 +85,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "QChunk",
             "q4_0_quad(row + Q4_0_BYTES * q)",
-            "q4_0_chunk(row + Q4_0_BYTES * (u >> 2u), u & 3u)",
             "q4",
             true,
             true
@@ -100,7 +95,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "QChunk",
             "q4_1_quad(row + Q4_1_BYTES * q)",
-            "q4_1_chunk(row + Q4_1_BYTES * (u >> 2u), u & 3u)",
             "q4",
             true,
             true
@@ -111,7 +105,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "Unit",
             "q5_0_quad(row + Q5_0_BYTES * q)",
-            "unit_w(row, u)",
             "plain",
             false,
             true
@@ -122,7 +115,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "Unit",
             "q5_1_quad(row + Q5_1_BYTES * q)",
-            "unit_w(row, u)",
             "plain",
             false,
             true
@@ -133,7 +125,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "QChunk",
             "q4_k_quad(row + Q4_K_BYTES * (q >> 3u), q & 7u)",
-            "q4_k_chunk(row + Q4_K_BYTES * (u >> 5u), u & 31u)",
             "q4_k",
             true,
             true
@@ -144,7 +135,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "Unit",
             "q5_k_quad(row + Q5_K_BYTES * (q >> 3u), q & 7u)",
-            "unit_w(row, u)",
             "plain",
             false,
             true
@@ -155,7 +145,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "QChunk",
             "q8_0_quad(row + Q8_0_BYTES * q)",
-            "q8_0_chunk(row + Q8_0_BYTES * (u >> 2u), u & 3u)",
             "q8_0",
             true,
             true
@@ -166,7 +155,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "Unit",
             "q6_k_quad(row + Q6_K_BYTES * (q >> 3u), q & 7u)",
-            "unit_w(row, u)",
             "plain",
             false,
             true
@@ -177,7 +165,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "QChunk",
             "q2_k_quad(row + Q2_K_BYTES * (q >> 3u), q & 7u)",
-            "q2_k_chunk(row + Q2_K_BYTES * (u >> 5u), u & 31u)",
             "q4_k",
             true,
             true
@@ -188,7 +175,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "QChunk",
             "q3_k_quad(row + Q3_K_BYTES * (q >> 3u), q & 7u)",
-            "q3_k_chunk(row + Q3_K_BYTES * (u >> 5u), u & 31u)",
             "q4_k",
             true,
             true
@@ -199,7 +185,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "Unit",
             "iq4_nl_quad(row + IQ4_NL_BYTES * q)",
-            "unit_w(row, u)",
             "plain",
             false,
             true
@@ -210,7 +195,6 @@ pub fn defs(t: DType) -> Option<&'static str> {
             "k / 8u",
             "Unit",
             "iq4_xs_quad(row + IQ4_XS_BYTES * (q >> 3u), q & 7u)",
-            "unit_w(row, u)",
             "plain",
             false,
             true
