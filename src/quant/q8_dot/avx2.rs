@@ -439,14 +439,14 @@ fn nibble_rows<B, const CODES: u8>(
     let vnni = super::vnni::available() && n_rows >= 4;
     let mut quad_scales: Option<Vec<Vec<[f32; 8]>>> = None;
     let gather_scales = || -> Vec<Vec<[f32; 8]>> {
-        match vnni {
-            true => quads
-                .clone()
-                .filter_map(|x4| <&[Q8Row; 4]>::try_from(x4).ok())
-                .map(super::vnni::column_scales)
-                .collect(),
-            false => Vec::new(),
+        if !vnni {
+            return Vec::new();
         }
+        quads
+            .clone()
+            .filter_map(|x4| <&[Q8Row; 4]>::try_from(x4).ok())
+            .map(super::vnni::column_scales)
+            .collect()
     };
     let ahead = super::prefetch_rows::<B>(per_row);
     let mut unpacked = RowQuad::default();
