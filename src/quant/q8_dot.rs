@@ -508,6 +508,25 @@ mod tests {
             .collect()
     }
 
+    /// The portable loop's dot of a row of `dtype` with `xq`.
+    fn portable_dot(dtype: DType, w: &[u8], xq: &Q8Row) -> Option<f32> {
+        Some(match dtype {
+            DType::Q4_0 => with_blocks(w, |b| portable::q4_0(b, xq)),
+            DType::Q4_1 => with_blocks(w, |b| portable::q4_1(b, xq)),
+            DType::Q8_0 => with_blocks(w, |b| portable::q8_0(b, xq)),
+            DType::Q5_0 => with_blocks(w, |b| portable::q5_0(b, xq)),
+            DType::Q5_1 => with_blocks(w, |b| portable::q5_1(b, xq)),
+            DType::Q4K => with_blocks(w, |b| portable::q4_k(b, xq)),
+            DType::Q5K => with_blocks(w, |b| portable::q5_k(b, xq)),
+            DType::Q6K => with_blocks(w, |b| portable::q6_k(b, xq)),
+            DType::Q2K => with_blocks(w, |b| two_bit::portable::q2_k(b, xq)),
+            DType::Q3K => with_blocks(w, |b| two_bit::portable::q3_k(b, xq)),
+            DType::IQ4NL => with_blocks(w, |b| portable::iq4_nl(b, xq)),
+            DType::IQ4XS => with_blocks(w, |b| portable::iq4_xs(b, xq)),
+            _ => return None,
+        })
+    }
+
     #[test]
     fn q8_dots_are_close_to_the_reference_for_every_type() {
         let n = 256;
@@ -525,21 +544,7 @@ mod tests {
             let mut both = [0.0; 2];
             dots(dtype, &w, &[xq.clone(), xq.clone()], &mut both).unwrap();
             assert_eq!(both, [fast, fast]);
-            let portable = match dtype {
-                DType::Q4_0 => with_blocks(&w, |b| portable::q4_0(b, &xq)),
-                DType::Q4_1 => with_blocks(&w, |b| portable::q4_1(b, &xq)),
-                DType::Q8_0 => with_blocks(&w, |b| portable::q8_0(b, &xq)),
-                DType::Q5_0 => with_blocks(&w, |b| portable::q5_0(b, &xq)),
-                DType::Q5_1 => with_blocks(&w, |b| portable::q5_1(b, &xq)),
-                DType::Q4K => with_blocks(&w, |b| portable::q4_k(b, &xq)),
-                DType::Q5K => with_blocks(&w, |b| portable::q5_k(b, &xq)),
-                DType::Q6K => with_blocks(&w, |b| portable::q6_k(b, &xq)),
-                DType::Q2K => with_blocks(&w, |b| two_bit::portable::q2_k(b, &xq)),
-                DType::Q3K => with_blocks(&w, |b| two_bit::portable::q3_k(b, &xq)),
-                DType::IQ4NL => with_blocks(&w, |b| portable::iq4_nl(b, &xq)),
-                DType::IQ4XS => with_blocks(&w, |b| portable::iq4_xs(b, &xq)),
-                _ => fast,
-            };
+            let portable = portable_dot(dtype, &w, &xq).unwrap_or(fast);
             // Integer sums are exact; only the f32 accumulation order may differ.
             assert!((portable - fast).abs() <= 1e-4 * fast.abs().max(1.0));
         }
@@ -560,8 +565,16 @@ mod tests {
             let w = quantize_row(dtype, &values(n, 5)).unwrap();
             let mut got = [0.0; 6];
             dots(dtype, &w, &xs, &mut got).unwrap();
-            let one_by_one: Vec<f32> = xs.iter().map(|x| dot(dtype, &w, x).unwrap()).collect();
-            assert_eq!(got.to_vec(), one_by_one, "{dtype}");
+            // One column alone may take another loop (decode's four row
+            // streams), which sums in another order.
+            for (j, x) in xs.iter().enumerate() {
+                let alone = dot(dtype, &w, x).unwrap();
+                assert!(
+                    (got[j] - alone).abs() <= 1e-5 * alone.abs().max(1.0),
+                    "{dtype} column {j}: {} vs {alone}",
+                    got[j]
+                );
+            }
         }
     }
 
@@ -602,6 +615,54 @@ mod tests {
                         (single - grouped).abs() <= 1e-5 * single.abs().max(1.0),
                         "{dtype} row {r} column {c}: {single} vs {grouped}"
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decode_rows_match_single_rows_and_do_not_depend_on_the_split() {
+        // One to three columns: rows go in four streams where the CPU has
+        // AVX-512 VNNI, each row's dot apart from the three beside it, so
+        // thirteen rows split anywhere (after two or five rows here) give
+        // the same results.
+        let (k, m) = (256, 13);
+        for n in 1..4 {
+            let xs: Vec<Q8Row> = (0..n as u32)
+                .map(|c| {
+                    let mut q = Q8Row::default();
+                    q.quantize(&values(k, 31 + c)).unwrap();
+                    q
+                })
+                .collect();
+            for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
+                let rows: Vec<Vec<u8>> = (0..m)
+                    .map(|r| quantize_row(dtype, &values(k, 60 + r as u32)).unwrap())
+                    .collect();
+                let all = rows.concat();
+                let dots = RowDots::new(dtype, k).unwrap();
+                let mut whole = vec![0.0; m * n];
+                dots.rows(&all, 0, &xs, &mut whole).unwrap();
+                for first in [2, 5] {
+                    let split = first * all.len() / m;
+                    let mut parts = vec![0.0; m * n];
+                    let (head, tail) = parts.split_at_mut(first * n);
+                    dots.rows(&all[..split], 0, &xs, head).unwrap();
+                    dots.rows(&all[split..], first, &xs, tail).unwrap();
+                    assert_eq!(whole, parts, "{dtype}, {n} columns, split after {first}");
+                }
+                for (r, row) in rows.iter().enumerate() {
+                    for (c, x) in xs.iter().enumerate() {
+                        let Some(want) = portable_dot(dtype, row, x) else {
+                            continue;
+                        };
+                        let got = whole[r * n + c];
+                        // Integer sums are exact; the f32 accumulation order may differ.
+                        assert!(
+                            (want - got).abs() <= 1e-4 * want.abs().max(1.0),
+                            "{dtype} row {r} column {c}: {want} vs {got}"
+                        );
+                    }
                 }
             }
         }
