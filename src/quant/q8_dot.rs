@@ -578,34 +578,57 @@ mod tests {
         }
     }
 
+    /// `n` columns of `k` activations, quantized.
+    fn quantized_columns(n: usize, k: usize, seed: u32) -> Vec<Q8Row> {
+        (0..n as u32)
+            .map(|c| {
+                let mut q = Q8Row::default();
+                q.quantize(&values(k, seed + c)).unwrap();
+                q
+            })
+            .collect()
+    }
+
+    /// `m` rows of `k` weights of `dtype`.
+    fn quantized_rows(dtype: DType, m: usize, k: usize, seed: u32) -> Vec<Vec<u8>> {
+        (0..m as u32)
+            .map(|r| quantize_row(dtype, &values(k, seed + r)).unwrap())
+            .collect()
+    }
+
+    /// The `m` rows `all` times `xs` in two calls, the second from row
+    /// `first` (a thread's part), row by row.
+    fn rows_in_two_runs(
+        dots: &RowDots,
+        all: &[u8],
+        m: usize,
+        xs: &[Q8Row],
+        first: usize,
+    ) -> Vec<f32> {
+        let n = xs.len();
+        let split = first * all.len() / m;
+        let mut out = vec![0.0; m * n];
+        let (head, tail) = out.split_at_mut(first * n);
+        dots.rows(&all[..split], 0, xs, head).unwrap();
+        dots.rows(&all[split..], first, xs, tail).unwrap();
+        out
+    }
+
     #[test]
     fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
         // Thirteen rows by six columns: eight rows together (AVX-512 VNNI's
         // nibble rows), tiles of four rows by four columns where the SIMD
         // loops have them, single rows and columns around.
         let (k, m, n) = (256, 13, 6);
-        let xs: Vec<Q8Row> = (0..n as u32)
-            .map(|c| {
-                let mut q = Q8Row::default();
-                q.quantize(&values(k, 21 + c)).unwrap();
-                q
-            })
-            .collect();
+        let xs = quantized_columns(n, k, 21);
         for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
-            let rows: Vec<Vec<u8>> = (0..m)
-                .map(|r| quantize_row(dtype, &values(k, 40 + r as u32)).unwrap())
-                .collect();
+            let rows = quantized_rows(dtype, m, k, 40);
             let all = rows.concat();
             let dots = RowDots::new(dtype, k).unwrap();
-            let mut whole = vec![0.0; m * n];
-            dots.rows(&all, 0, &xs, &mut whole).unwrap();
+            let whole = rows_in_two_runs(&dots, &all, m, &xs, 0);
             // The same rows in two runs, split where a thread's part may
             // start (a multiple of eight rows).
-            let split = 8 * all.len() / m;
-            let mut parts = vec![0.0; m * n];
-            let (head, tail) = parts.split_at_mut(8 * n);
-            dots.rows(&all[..split], 0, &xs, head).unwrap();
-            dots.rows(&all[split..], 8, &xs, tail).unwrap();
+            let parts = rows_in_two_runs(&dots, &all, m, &xs, 8);
             assert_eq!(whole, parts, "{dtype}");
             for (r, row) in rows.iter().enumerate() {
                 for (c, x) in xs.iter().enumerate() {
@@ -622,33 +645,20 @@ mod tests {
 
     #[test]
     fn decode_rows_match_single_rows_and_do_not_depend_on_the_split() {
-        // One to three columns: rows go in four streams where the CPU has
-        // AVX-512 VNNI, each row's dot apart from the three beside it, so
+        // One to three columns: nibble rows go in four streams on x86
+        // (AVX2), each row's dot apart from the three beside it, so
         // thirteen rows split anywhere (after two or five rows here) give
         // the same results.
         let (k, m) = (256, 13);
         for n in 1..4 {
-            let xs: Vec<Q8Row> = (0..n as u32)
-                .map(|c| {
-                    let mut q = Q8Row::default();
-                    q.quantize(&values(k, 31 + c)).unwrap();
-                    q
-                })
-                .collect();
+            let xs = quantized_columns(n, k, 31);
             for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
-                let rows: Vec<Vec<u8>> = (0..m)
-                    .map(|r| quantize_row(dtype, &values(k, 60 + r as u32)).unwrap())
-                    .collect();
+                let rows = quantized_rows(dtype, m, k, 60);
                 let all = rows.concat();
                 let dots = RowDots::new(dtype, k).unwrap();
-                let mut whole = vec![0.0; m * n];
-                dots.rows(&all, 0, &xs, &mut whole).unwrap();
+                let whole = rows_in_two_runs(&dots, &all, m, &xs, 0);
                 for first in [2, 5] {
-                    let split = first * all.len() / m;
-                    let mut parts = vec![0.0; m * n];
-                    let (head, tail) = parts.split_at_mut(first * n);
-                    dots.rows(&all[..split], 0, &xs, head).unwrap();
-                    dots.rows(&all[split..], first, &xs, tail).unwrap();
+                    let parts = rows_in_two_runs(&dots, &all, m, &xs, first);
                     assert_eq!(whole, parts, "{dtype}, {n} columns, split after {first}");
                 }
                 for (r, row) in rows.iter().enumerate() {
