@@ -11,10 +11,14 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::{Q8Row, BLOCK};
-use crate::quant::{BlockIQ4NL, BlockIQ4XS, BlockQ8_0, IQ4_VALUES};
+use crate::quant::{BlockIQ4NL, BlockQ8_0, IQ4_VALUES};
 use crate::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
+mod decode_rows;
+mod iq4_xs;
 mod k_quants;
+use decode_rows::nibble_quad_rows;
+pub use iq4_xs::iq4_xs;
 pub(super) use k_quants::{k_codes, scales_and_mins, KParts};
 pub use k_quants::{q4_k, q5_k, q6_k};
 
@@ -412,96 +416,6 @@ pub(super) fn by_tiles<B>(
     }
 }
 
-/// Four weight rows of nibble blocks, as stored, times one column (decode,
-/// where unpacking the rows first would cost more than it saves): (Σ d dx
-/// Σ code·xq, Σ o dx Σ xq) of each row. Per block the four rows' dots are
-/// summed in integers (two `vphaddd` for all four) and scaled by one
-/// multiply-add, and the column's codes load once for the four rows. Each
-/// row's sums stay in lanes of their own, so a row's result does not
-/// depend on the rows beside it.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn nibble_quad_rows<'a, B, const CODES: u8>(
-    rows: [&'a [B]; 4],
-    column: &Q8Row,
-    unpack: impl Fn(&'a B) -> Nibbles<'a>,
-) -> ([f32; 4], [f32; 4]) {
-    let col = &column.packed[..];
-    let lens = rows.iter().map(|r| r.len()).chain([col.len()]);
-    let n_blocks = lens.min().unwrap_or(0);
-    let mask = _mm256_set1_epi8(0x0f);
-    let mut dots = _mm_setzero_ps();
-    let mut offsets = _mm_setzero_ps();
-    // Straight-line code, no closures: intrinsics inside a closure are not
-    // inlined into this target-feature function.
-    for (i, x) in col.iter().enumerate().take(n_blocks) {
-        let (w0, w1, w2, w3) = (
-            unpack(&rows[0][i]),
-            unpack(&rows[1][i]),
-            unpack(&rows[2][i]),
-            unpack(&rows[3][i]),
-        );
-        let f = _mm256_cvtph_ps(_mm_setr_epi16(
-            w0.2[0].to_bits() as i16,
-            w1.2[0].to_bits() as i16,
-            w2.2[0].to_bits() as i16,
-            w3.2[0].to_bits() as i16,
-            w0.2[1].to_bits() as i16,
-            w1.2[1].to_bits() as i16,
-            w2.2[1].to_bits() as i16,
-            w3.2[1].to_bits() as i16,
-        ));
-        let (d, o) = (_mm256_castps256_ps128(f), _mm256_extractf128_ps::<1>(f));
-        let sums = if CODES == PLAIN {
-            // Two rows' 16 code bytes side by side: their low nibbles
-            // (values 0..16) against the column's first 16 codes in both
-            // halves, the high ones against the last 16.
-            // SAFETY (all four): 16 bytes each, of two rows' codes and of
-            // the column's 32 codes; unaligned.
-            let (v01, v23, xlo, xhi) = unsafe {
-                (
-                    _mm256_loadu2_m128i(w1.0.as_ptr().cast(), w0.0.as_ptr().cast()),
-                    _mm256_loadu2_m128i(w3.0.as_ptr().cast(), w2.0.as_ptr().cast()),
-                    _mm256_broadcastsi128_si256(_mm_loadu_si128(x.q.as_ptr().cast())),
-                    _mm256_broadcastsi128_si256(_mm_loadu_si128(x.q[16..].as_ptr().cast())),
-                )
-            };
-            let lo01 = _mm256_and_si256(v01, mask);
-            let hi01 = _mm256_and_si256(_mm256_srli_epi16::<4>(v01), mask);
-            let lo23 = _mm256_and_si256(v23, mask);
-            let hi23 = _mm256_and_si256(_mm256_srli_epi16::<4>(v23), mask);
-            let p01 = _mm256_add_epi32(madd_u8_i8(lo01, xlo), madd_u8_i8(hi01, xhi));
-            let p23 = _mm256_add_epi32(madd_u8_i8(lo23, xlo), madd_u8_i8(hi23, xhi));
-            // Lanes [r0 r0 r2 r2 | r1 r1 r3 r3], then [r0 r2 . . | r1 r3 . .].
-            let t = _mm256_hadd_epi32(p01, p23);
-            let t = _mm256_hadd_epi32(t, t);
-            _mm_unpacklo_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256::<1>(t))
-        } else {
-            // A row at a time, as `nibble_codes` gives the codes.
-            let xq = codes(&x.q);
-            let (u0, v0) = unsigned_pair::<CODES>(nibble_codes::<CODES>(w0.0, w0.1), xq);
-            let (u1, v1) = unsigned_pair::<CODES>(nibble_codes::<CODES>(w1.0, w1.1), xq);
-            let (u2, v2) = unsigned_pair::<CODES>(nibble_codes::<CODES>(w2.0, w2.1), xq);
-            let (u3, v3) = unsigned_pair::<CODES>(nibble_codes::<CODES>(w3.0, w3.1), xq);
-            // Lanes [r0 r1 r2 r3] per half, then the halves added.
-            let t = _mm256_hadd_epi32(
-                _mm256_hadd_epi32(madd_u8_i8(u0, v0), madd_u8_i8(u1, v1)),
-                _mm256_hadd_epi32(madd_u8_i8(u2, v2), madd_u8_i8(u3, v3)),
-            );
-            _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256::<1>(t))
-        };
-        let step = _mm_mul_ps(d, _mm_set1_ps(x.d));
-        dots = _mm_fmadd_ps(_mm_cvtepi32_ps(sums), step, dots);
-        offsets = _mm_fmadd_ps(o, _mm_set1_ps(x.ds), offsets);
-    }
-    let mut out = ([0.0f32; 4], [0.0f32; 4]);
-    // SAFETY (both stores): four f32; unaligned.
-    unsafe {
-        _mm_storeu_ps(out.0.as_mut_ptr(), dots);
-        _mm_storeu_ps(out.1.as_mut_ptr(), offsets);
-    }
-    out
-}
-
 /// Rows of nibble blocks (`per_row` each; the first is row `first_row`
 /// of its matrix) dotted with every column, `finish(dot, offset)` into
 /// `out`, a row's results after another's. Rows whose index is a multiple
@@ -728,59 +642,6 @@ fn iq4_table() -> __m256i {
     _mm256_broadcastsi128_si256(table)
 }
 
-/// iq4_xs against N columns: eight groups per block, each its x-block;
-/// a group's codes are its table values (one `vpshufb`), dotted as q8_0's
-/// signed bytes. Each group's dot takes its step in f32, or with `SHARED`
-/// (every column's super-blocks share their scale,
-/// [`Q8Row::quantize_super`]) its signed 6-bit scale in integers, summed
-/// over the block and scaled by d dx once. The loop over blocks stays in
-/// this function: an iterator of groups passed in from outside was not
-/// inlined into it (a call per block for `next`, a third of a decode step).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq4_xs_cols<const N: usize, const SHARED: bool>(
-    blocks: &[BlockIQ4XS],
-    xs: &[Q8Row; N],
-) -> [f32; N] {
-    let table = iq4_table();
-    let mut acc = [_mm256_setzero_ps(); N];
-    let cols = xs.each_ref().map(|x| &x.packed[..]);
-    let n_blocks = cols.iter().map(|c| c.len() / 8).min().unwrap_or(0);
-    for (i, w) in blocks.iter().take(n_blocks).enumerate() {
-        let d = scale(w.d);
-        // Table values within ±127 times bytes: pair sums within i16;
-        // times scales within ±32, within i32 over a block.
-        let mut sums = [_mm256_setzero_si256(); N];
-        for (s, qs) in w.qs.as_chunks::<16>().0.iter().enumerate() {
-            let ls = w.scale(s) - 32;
-            let values = _mm256_shuffle_epi8(table, nibbles(qs));
-            let magnitude = _mm256_sign_epi8(values, values);
-            let sc = _mm256_set1_epi16(ls as i16);
-            for j in 0..N {
-                let x = &cols[j][8 * i + s];
-                let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(codes(&x.q), values));
-                let scaled = _mm256_madd_epi16(pairs, sc);
-                // SAFETY: this function's CPU has AVX2 and FMA.
-                unsafe { add_scaled::<SHARED>(&mut sums[j], &mut acc[j], scaled, d * x.d) };
-            }
-        }
-        // SAFETY: this function's CPU has AVX2 and FMA.
-        unsafe { flush_scaled::<N, SHARED>(&sums, &mut acc, |j| d * cols[j][8 * i].d) };
-    }
-    acc.map(|a| sum8(a))
-}
-
-/// [`iq4_xs_cols`] of the super-block-scaled columns.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq4_xs_shared<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; N] {
-    iq4_xs_cols::<N, true>(blocks, xs)
-}
-
-/// [`iq4_xs_cols`] of columns scaled per block.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq4_xs_blocks<const N: usize>(blocks: &[BlockIQ4XS], xs: &[Q8Row; N]) -> [f32; N] {
-    iq4_xs_cols::<N, false>(blocks, xs)
-}
-
 /// iq4_nl: d * table(code); the nibble loops with the codes looked up in
 /// the table (no offset).
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -795,15 +656,6 @@ pub fn iq4_nl(
         (&w.qs, 0, [w.d, w.d])
     }
     nibble_rows::<_, IQ4>(blocks, per_row, first_row, xs, out, unpack, |dot, _| dot);
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub fn iq4_xs(blocks: &[BlockIQ4XS], xs: &[Q8Row], out: &mut [f32]) {
-    if xs.iter().all(Q8Row::shares_scales) {
-        cols_by_fours!(iq4_xs_shared(blocks), xs, out);
-    } else {
-        cols_by_fours!(iq4_xs_blocks(blocks), xs, out);
-    }
 }
 
 #[cfg(test)]
