@@ -31,6 +31,13 @@ impl AllocationPlan {
     }
 }
 
+/// The most ops a backend runs as one dispatch: the wgpu backend's silu,
+/// mul by up, mat-vec and residual add (or rope of q and k with the K and V
+/// cache stores). (With one op of delay, the add's result once took the
+/// bytes of the gate/up product that the mat-vec was still reading, and a
+/// GPU decoded garbage.)
+const FUSED_CHAIN: usize = 4;
+
 /// A first-fit free list over one linear address range.
 #[derive(Default)]
 struct FreeList {
@@ -136,10 +143,12 @@ pub fn plan_allocation_where(
     let mut list = FreeList::default();
     let mut plan = AllocationPlan::default();
     let mut placed = vec![None; graph.len()];
-    // Bytes freed at one op are reused from the op after next: a backend
-    // may fuse an op into the next one, reading the first op's sources while
-    // it writes the second's result, so those must not share bytes.
-    let mut freed_last_op: Vec<(usize, usize)> = Vec::new();
+    // Bytes freed at one op are reused only FUSED_CHAIN ops later: a backend
+    // may run a chain of ops as one dispatch, reading the first op's sources
+    // while it writes the last one's result, so those must not share bytes.
+    // Frees since the last op, and those of the ops before it, oldest first.
+    let mut freed: Vec<(usize, usize)> = Vec::new();
+    let mut waiting: std::collections::VecDeque<Vec<(usize, usize)>> = Default::default();
     // Inputs first: the caller writes them before any op runs, so they must
     // not share bytes with an intermediate that an earlier op frees.
     for &id in nodes {
@@ -156,15 +165,18 @@ pub fn plan_allocation_where(
             plan.offsets.push((id, off));
         }
         if !graph.node(id).op.is_passive() {
-            for (off, size) in freed_last_op.drain(..) {
-                list.release(off, size);
+            waiting.push_back(std::mem::take(&mut freed));
+            if waiting.len() > FUSED_CHAIN - 2 {
+                for (off, size) in waiting.pop_front().unwrap_or_default() {
+                    list.release(off, size);
+                }
             }
         }
         let mut release = |root: TensorId| {
             let node = graph.node(root);
             if last_use[root.0] == Some(step) && !node.is_output && node.op != Op::Input {
                 if let Some(bytes) = placed[root.0].take() {
-                    freed_last_op.push(bytes);
+                    freed.push(bytes);
                 }
             }
         };
@@ -189,23 +201,48 @@ mod tests {
         let a = g.silu(x).unwrap();
         let b = g.relu(a).unwrap(); // a is dead after this
         let c = g.gelu(b).unwrap(); // a's bytes are not free yet
-        let d = g.scale(c, 2.0).unwrap(); // may reuse a's bytes
+        let e = g.tanh(c).unwrap(); // nor here
+        let f = g.silu(e).unwrap(); // nor here: b to f may run as one dispatch
+        let d = g.scale(f, 2.0).unwrap(); // may reuse a's bytes
         g.set_output(d).unwrap();
         let plan = plan_allocation(&g, &g.compute_order(), 256).unwrap();
         let off = |id| plan.offsets.iter().find(|(t, _)| *t == id).unwrap().1;
-        assert_eq!(plan.offsets.len(), 5);
-        let distinct = |ids: &[TensorId]| {
-            let mut o: Vec<usize> = ids.iter().map(|&i| off(i)).collect();
-            o.sort_unstable();
-            o.dedup();
-            o.len() == ids.len()
-        };
-        assert!(
-            distinct(&[x, a, b, c]),
-            "c may not take a's bytes, freed at b"
-        );
+        assert_eq!(plan.offsets.len(), 7);
+        for t in [c, e, f] {
+            assert_ne!(off(t), off(a), "{t:?} may not take a's bytes, freed at b");
+        }
         assert_eq!(off(d), off(a), "d reuses a, dead after b");
-        assert_eq!(plan.size, 4 * 1024);
+    }
+
+    /// A feed-forward's end as the wgpu backend runs it: silu of the gate,
+    /// times up, the down product and the residual add in one dispatch,
+    /// which reads the gate/up product while it writes the add's result.
+    #[test]
+    fn a_fused_chain_does_not_write_over_its_first_sources() {
+        let (k, ff) = (64, 128);
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[k]).unwrap();
+        let w_gate_up = g.input("w_gate_up", DType::F32, &[k, 2 * ff]).unwrap();
+        let w_down = g.input("w_down", DType::F32, &[ff, k]).unwrap();
+        let gate_up = g.mul_mat(w_gate_up, x).unwrap();
+        let gate = g.view(gate_up, &[ff], &[], 0).unwrap();
+        let up = g.view(gate_up, &[ff], &[], 4 * ff).unwrap();
+        let act = g.silu(gate).unwrap();
+        let prod = g.mul(act, up).unwrap();
+        let down = g.mul_mat(w_down, prod).unwrap();
+        let out = g.add(down, x).unwrap();
+        let next = g.scale(out, 2.0).unwrap();
+        g.set_output(next).unwrap();
+        let plan = plan_allocation(&g, &g.compute_order(), 256).unwrap();
+        let span = |id: TensorId| {
+            let at = plan.offsets.iter().find(|(t, _)| *t == id).unwrap().1;
+            at..at + g.layout(id).span_bytes()
+        };
+        let (read, written) = (span(gate_up), span(out));
+        assert!(
+            written.end <= read.start || read.end <= written.start,
+            "the add's result {written:?} overlaps the gate/up product {read:?}"
+        );
     }
 
     #[test]

@@ -210,6 +210,32 @@ pub fn cases() -> Result<Vec<Case>> {
             );
             cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
         }
+        // A whole feed-forward end: the joined gate/up product of an
+        // intermediate, then silu(gate) * up projected and added to the
+        // residual in one dispatch, which must not store over the gate/up
+        // product it reads (the graph's allocator keeps their bytes apart).
+        for (type_gu, type_down, k, ff) in [
+            (DType::Q4_0, DType::Q4_1, 256, 512),
+            (DType::Q6K, DType::F16, 256, 96),
+        ] {
+            if read_twice {
+                break;
+            }
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let x = b.uniform(DType::F32, &[k, 1], -1.0, 1.0)?;
+            let w_gu = b.uniform(type_gu, &[k, 2 * ff], -1.0, 1.0)?;
+            let w_down = b.uniform(type_down, &[ff, k], -1.0, 1.0)?;
+            let gate_up = b.g.mul_mat(w_gu, x)?;
+            let row = b.g.layout(gate_up).nb[1];
+            let gate = b.g.view(gate_up, &[ff, 1], &[row], 0)?;
+            let up = b.g.view(gate_up, &[ff, 1], &[row], ff * 4)?;
+            let act = b.g.silu(gate)?;
+            let prod = b.g.mul(act, up)?;
+            let down = b.g.mul_mat(w_down, prod)?;
+            let out = b.g.add(down, x)?;
+            let name = format!("FFN(type_gu={type_gu},type_down={type_down},k={k},ff={ff})");
+            cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
+        }
         // A projection plus the residual stream, as attn_output and ffn_down.
         for (type_a, k, m, n) in [
             (DType::Q4_0, 576, 67, 1),
