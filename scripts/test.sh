@@ -17,3 +17,6 @@ cargo clippy --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 bash scripts/check-targets.sh
 cargo test
+# The default model's decode again with the GPU's folds (lavapipe runs
+# without them by default, as a CPU-type adapter).
+WGINFER_FOLD_ACTIVATIONS=1 cargo test --test model -- greedy_matches_llama_cpp_on_wgpu pipelined reused_plans

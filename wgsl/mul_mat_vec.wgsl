@@ -15,8 +15,10 @@
 // p.x: workgroups along the rows, column groups (of COLS), a's batch divisors r2
 // and r3 (broadcast). COLS (1, 2 or 4) comes from the encoder, and so does
 // `epilogue(sum, byte)`, which turns a row's sum into the stored value: the
-// sum itself, or the sum plus a residual (a fused `add`); and
-// `col_stats(column)` with `x_value(byte, k, stats)` (and `x_quad` for
+// sum itself, or the sum plus a residual (a fused `add`), with
+// `rows_ahead(m)` and `rows_stored(values, m)` called for each four rows
+// before the product and with their stored values (a norm run ahead of
+// the next mat-vec); and `col_stats(column)` with `x_value(byte, k, stats)` (and `x_quad` for
 // four values from a 16-byte aligned byte), which give the
 // activation multiplied: b's value itself, or (a fused norm x weight) that
 // value normalised with its column's mean and scale and multiplied by the
@@ -128,10 +130,15 @@ fn store4(t: vec4<f32>, m: u32, n: u32, i2: u32, i3: u32) {
     }
     let at = addr(p.d, vec4<u32>(m, n, i2, i3));
     let rows = p.a.ne.y;
-    if (m < rows) { store_d(at, epilogue(t.x, at)); }
-    if (m + 1u < rows) { store_d(at + p.d.nb.x, epilogue(t.y, at + p.d.nb.x)); }
-    if (m + 2u < rows) { store_d(at + 2u * p.d.nb.x, epilogue(t.z, at + 2u * p.d.nb.x)); }
-    if (m + 3u < rows) { store_d(at + 3u * p.d.nb.x, epilogue(t.w, at + 3u * p.d.nb.x)); }
+    var v = vec4<f32>(0.0);
+    for (var i = 0u; i < 4u; i++) {
+        if (m + i < rows) {
+            let at_i = at + i * p.d.nb.x;
+            v[i] = epilogue(t[i], at_i);
+            store_d(at_i, v[i]);
+        }
+    }
+    rows_stored(v, m);
 }
 
 @compute @workgroup_size(WG)
@@ -149,6 +156,7 @@ fn main(ids: Ids) {
     let n0 = (rest % groups_n) * COLS;
     let i2 = (rest / groups_n) % p.b.ne.z;
     let i3 = rest / groups_n / p.b.ne.z;
+    rows_ahead(m0);
 
     // Rows and columns past the end read the last one; their sums are not stored.
     let last = p.a.ne.y - 1u;

@@ -199,7 +199,7 @@ fn dest_helpers(out: &mut String, binding: usize, t: DType) {
 
 /// Binding names of a kernel's sources (`d` is the destination); `Params`
 /// describes `a` and `b`, kernels with more sources address them from words.
-const SOURCE_NAMES: [&str; 4] = ["a", "b", "c", "e"];
+const SOURCE_NAMES: [&str; 5] = ["a", "b", "c", "e", "f"];
 
 /// The WGSL of `key` for a device that takes parameters as `immediates`
 /// (else a uniform) and reduces with `reduction`.

@@ -67,10 +67,13 @@ pub struct WgpuOptions {
     /// memory, where the graphics API reports it).
     pub memory_limit: Option<u64>,
     /// Whether a mat-vec computes its activations from the nodes before it
-    /// as it loads them (norm x weight, silu x up). Each workgroup redoes
-    /// that work for its rows: free on a GPU, where it saves dispatches,
-    /// but a CPU-type adapter (lavapipe) pays for it, so the default
-    /// (`None`) folds on every adapter that is not a CPU.
+    /// as it loads them (norm x weight, silu x up), or a mat-vec plus
+    /// residual runs the rms_norm after it ahead for the next mat-vec. Each
+    /// workgroup redoes that work for its rows: free on a GPU, where it
+    /// saves dispatches, but a CPU-type adapter (lavapipe) pays for it (its
+    /// default model decoded 20% slower with the norms run ahead), so the
+    /// default (`None`) is `WGINFER_FOLD_ACTIVATIONS` (`1` or `0`) when set,
+    /// else folds on every adapter that is not a CPU.
     pub fold_activations: Option<bool>,
     /// Dispatches recorded per queue submission within a split. Submitting
     /// every few dozen dispatches lets the GPU start on a split while the
@@ -297,7 +300,13 @@ impl WgpuBackend {
         };
         let immediates = gpu.has_immediates(params::PARAMS_SIZE) && !options.uniform_params;
         let is_cpu = gpu.summary.device_type == "Cpu";
-        let fold_activations = options.fold_activations.unwrap_or(!is_cpu);
+        let fold_from_env = std::env::var("WGINFER_FOLD_ACTIVATIONS")
+            .ok()
+            .map(|v| v.trim() != "0");
+        let fold_activations = options
+            .fold_activations
+            .or(fold_from_env)
+            .unwrap_or(!is_cpu);
         let from_env = std::env::var("WGINFER_SUBMIT_EVERY")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok());

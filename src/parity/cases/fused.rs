@@ -1,6 +1,7 @@
 //! Node pairs that the wgpu backend computes in one dispatch (norm × weight,
 //! causal mask + soft_max, silu × up, rope into a cache by copy or by rows,
-//! mat-vec + residual, norm × weight, silu × up or soft_max folded into a mat-vec),
+//! mat-vec + residual, norm × weight, silu × up or soft_max folded into a mat-vec,
+//! an rms_norm run ahead by the mat-vec + residual before it),
 //! each also in a form where the first node has a second reader, so it must
 //! not be fused away.
 
@@ -207,6 +208,44 @@ pub fn cases() -> Result<Vec<Case>> {
                 "SOFT_MAX_MUL_MAT(type_v={kv_type},kv={n_kv},hd={hd},nh={n_head},nr={},mask={}{twice})",
                 n_head / n_head_kv,
                 u8::from(masked)
+            );
+            cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
+        }
+        // A projection plus the residual stream, then the next rms_norm
+        // times its weight and a projection of that (attn_output or
+        // ffn_down, then the next q/k/v or gate/up): the first mat-vec runs
+        // the norm ahead for the second, two dispatches in all. `silu`: the
+        // first projects silu(gate) * up.
+        for (type_p, type_c, k, m, silu) in [
+            (DType::Q4_0, DType::Q4_0, 256, 1024, false),
+            (DType::Q4_1, DType::F16, 96, 100, false),
+            (DType::Q8_0, DType::Q6K, 64, 512, false),
+            (DType::Q6K, DType::Q4K, 256, 256, false),
+            (DType::F32, DType::Q5_1, 64, 64, false),
+            (DType::Q4_1, DType::Q4_1, 1536, 576, true),
+            (DType::Q4K, DType::F32, 512, 100, true),
+        ] {
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let y = if silu {
+                down_projection(&mut b, type_p, [k, m, 1], true)?.0
+            } else {
+                let w = b.uniform(type_p, &[k, m], -1.0, 1.0)?;
+                let x = b.uniform(DType::F32, &[k, 1], -1.0, 1.0)?;
+                let residual = b.uniform(DType::F32, &[m, 1], -4.0, 4.0)?;
+                let product = b.g.mul_mat(w, x)?;
+                b.g.add(product, residual)?
+            };
+            let nw = b.uniform(DType::F32, &[m], 0.5, 1.5)?;
+            let wc = b.uniform(type_c, &[m, m], -1.0, 1.0)?;
+            let normed = b.g.rms_norm(y, 1e-5)?;
+            let scaled = b.g.mul(normed, nw)?;
+            let mut out = b.g.mul_mat(wc, scaled)?;
+            if read_twice {
+                out = b.g.add(out, scaled)?;
+            }
+            let name = format!(
+                "MUL_MAT_ADD_RMS_NORM_MUL_MAT(type_p={type_p},type_c={type_c},k={k},m={m},silu={}{twice})",
+                u8::from(silu)
             );
             cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
         }

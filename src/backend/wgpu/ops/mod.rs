@@ -71,7 +71,7 @@ pub fn encode_all(
     let mut readers: Option<Vec<u32>> = None;
     let mut out = Vec::with_capacity(nodes.len());
     // Nodes already computed by an earlier fused dispatch.
-    let mut fused_away: [Option<TensorId>; 3] = [None; 3];
+    let mut fused_away: [Option<TensorId>; 6] = [None; 6];
     for (i, &id) in nodes.iter().enumerate() {
         if fused_away.contains(&Some(id)) {
             continue;
@@ -79,11 +79,15 @@ pub fn encode_all(
         // The next nodes that compute something: views and inputs between
         // them dispatch nothing, so they may still run as one (a view of a
         // fused node counts as its reader and prevents that).
-        let mut computing = nodes[i + 1..]
+        let computing = nodes[i + 1..]
             .iter()
             .copied()
             .filter(|&n| !graph.node(n).op.is_passive());
-        let (next, after, third) = (computing.next(), computing.next(), computing.next());
+        let mut look = [None; 6];
+        for (slot, n) in look.iter_mut().zip(computing) {
+            *slot = Some(n);
+        }
+        let [next, after, third, ..] = look;
         let mut readers_of =
             |t: TensorId| readers.get_or_insert_with(|| graph.reader_counts())[t.0];
         let encoder = |node| OpEncoder {
@@ -93,17 +97,38 @@ pub fn encode_all(
             buffer_of,
         };
         if let (true, Some(mul), Some(mm)) = (dev.fuse && dev.fold_activations, next, after) {
+            // With the residual add after the product, when that fits too.
+            let add = third.filter(|&add| {
+                fuse::find(dev, graph, mm, add, || readers_of(mm)) == Some(fuse::Fusion::MulMatAdd)
+            });
+            let silu_mul = fuse::silu_mul_into_mat_vec(dev, graph, id, mul, mm, &mut readers_of);
+            if let (true, Some(add)) = (silu_mul, add) {
+                if let Some([norm, mul2, mm2]) =
+                    norm_ahead(dev, graph, &look[3..], mm, add, &mut readers_of)
+                {
+                    let producer = mul_mat::Producer::SiluMul {
+                        silu: id,
+                        mul,
+                        mm,
+                        residual: graph.node(add).src[1],
+                    };
+                    out.extend(mul_mat::encode_norm_ahead(
+                        &encoder(add),
+                        producer,
+                        norm,
+                        mul2,
+                        &encoder(mm2),
+                    )?);
+                    fused_away = [mul, mm, add, norm, mul2, mm2].map(Some);
+                    continue;
+                }
+            }
             if fuse::norm_into_mat_vec(dev, graph, id, mul, mm, &mut readers_of) {
                 out.extend(mul_mat::encode_normed(&encoder(mm), id, mul)?);
-                fused_away = [Some(mul), Some(mm), None];
+                fused_away = [Some(mul), Some(mm), None, None, None, None];
                 continue;
             }
-            if fuse::silu_mul_into_mat_vec(dev, graph, id, mul, mm, &mut readers_of) {
-                // With the residual add after it, when that fits too.
-                let add = third.filter(|&add| {
-                    fuse::find(dev, graph, mm, add, || readers_of(mm))
-                        == Some(fuse::Fusion::MulMatAdd)
-                });
+            if silu_mul {
                 let (dst, residual) = match add {
                     Some(add) => (add, Some(graph.node(add).src[1])),
                     None => (mm, None),
@@ -115,36 +140,77 @@ pub fn encode_all(
                     mm,
                     residual,
                 )?);
-                fused_away = [Some(mul), Some(mm), add];
+                fused_away = [Some(mul), Some(mm), add, None, None, None];
                 continue;
             }
         }
         if let (true, Some(k), Some(set_k), Some(set_v)) = (dev.fuse, next, after, third) {
             if rope::kv_store_fits(dev, graph, [id, k, set_k, set_v]) && readers_of(k) == 1 {
                 out.extend(rope::encode_kv_store(&encoder(set_v), id, k, set_k)?);
-                fused_away = [Some(k), Some(set_k), Some(set_v)];
+                fused_away = [Some(k), Some(set_k), Some(set_v), None, None, None];
                 continue;
             }
         }
         if let (true, Some(mm)) = (dev.fuse && dev.fold_activations, next) {
             if fuse::softmax_into_mat_vec(dev, graph, id, mm, &mut readers_of) {
                 out.extend(mul_mat::encode_softmaxed(&encoder(mm), id)?);
-                fused_away = [Some(mm), None, None];
+                fused_away = [Some(mm), None, None, None, None, None];
                 continue;
             }
         }
         let fusion = next
             .filter(|_| dev.fuse)
             .and_then(|next| fuse::find(dev, graph, id, next, || readers_of(id)));
+        let ahead = match (fusion, next) {
+            (Some(fuse::Fusion::MulMatAdd), Some(add)) => {
+                norm_ahead(dev, graph, &look[1..], id, add, &mut readers_of).map(|n| (add, n))
+            }
+            _ => None,
+        };
+        if let Some((add, [norm, mul, mm])) = ahead {
+            let producer = mul_mat::Producer::PlusResidual {
+                mm: id,
+                residual: graph.node(add).src[1],
+            };
+            out.extend(mul_mat::encode_norm_ahead(
+                &encoder(add),
+                producer,
+                norm,
+                mul,
+                &encoder(mm),
+            )?);
+            fused_away = [Some(add), Some(norm), Some(mul), Some(mm), None, None];
+            continue;
+        }
         match (fusion, next) {
             (Some(f), Some(next)) => {
                 out.extend(fuse::encode(&encoder(next), f, id)?);
-                fused_away = [Some(next), None, None];
+                fused_away = [Some(next), None, None, None, None, None];
             }
             _ => out.extend(encode(dev, graph, id, buffer_of)?),
         }
     }
     Ok(out)
+}
+
+/// The rms_norm, its mul and the mat-vec reading them, the first three of
+/// `look`, when `producer` (a mat-vec plus residual computing `y`) can run
+/// the norm ahead ([`fuse::norm_ahead`]).
+fn norm_ahead(
+    dev: &Device,
+    graph: &Graph,
+    look: &[Option<TensorId>],
+    producer: TensorId,
+    y: TensorId,
+    readers: &mut impl FnMut(TensorId) -> u32,
+) -> Option<[TensorId; 3]> {
+    match *look {
+        [Some(norm), Some(mul), Some(mm), ..] if dev.fuse && dev.fold_activations => {
+            fuse::norm_ahead(dev, graph, producer, y, [norm, mul, mm], readers)
+                .then_some([norm, mul, mm])
+        }
+        _ => None,
+    }
 }
 
 /// The dispatches that compute `id`.

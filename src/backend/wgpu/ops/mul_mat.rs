@@ -27,15 +27,16 @@ use coop::{
     cast_activations, casts, coop_fits, coop_narrow_below, COOP_ENABLES, COOP_TILE, COOP_WG,
     MM_COOP,
 };
-pub use fits::{norm_fits, residual_fits, silu_mul_fits, softmax_fits};
+pub use fits::{ahead_fits, norm_fits, residual_fits, silu_mul_fits, softmax_fits};
 
 use super::decoders::defs;
 use super::{key, workgroup_within, OpEncoder};
 use crate::backend::wgpu::kernels::KernelKey;
-use crate::backend::wgpu::params::Params;
+use crate::backend::wgpu::params::{Params, TensorParams};
 use crate::backend::wgpu::plan::{Binding, Dispatch};
 use crate::backend::wgpu::{Device, Reduction};
 use crate::graph::{Graph, Op, TensorId};
+use crate::tensor::Layout;
 use crate::{DType, Result};
 
 const QUANT: &str = include_str!("../../../../wgsl/quant.wgsl");
@@ -53,23 +54,47 @@ const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
 /// ggml's broadcast, or (mul_mat_id) the expert that the i32 ids in `c`
 /// name for slot i2 of token i3 (`p.y.x` their offset, `p.y.y` a token's
 /// stride), clamped to the experts there are.
+/// and `rows_ahead(m)` and `rows_stored(values, m)`, called for each four
+/// rows of the mat-vec before the product and with their stored values:
+/// nothing, or (`STORE_AHEAD`) the next rms_norm's work.
+macro_rules! nothing_after_store {
+    () => {
+        "fn rows_ahead(m: u32) {}\nfn rows_stored(v: vec4<f32>, m: u32) {}\n"
+    };
+}
 const STORE_SUM: &str = concat!(
     "const ADDS: bool = false;\n",
     "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n",
-    broadcast_batch!()
+    broadcast_batch!(),
+    nothing_after_store!()
 );
-const STORE_SUM_PLUS_C: &str = concat!(
-    "const ADDS: bool = true;\n",
-    "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n",
-    broadcast_batch!()
-);
-const STORE_BY_EXPERT: &str = "const ADDS: bool = false;\n\
+macro_rules! plus_c {
+    () => {
+        concat!(
+            "const ADDS: bool = true;\n",
+            "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n",
+            broadcast_batch!()
+        )
+    };
+}
+const STORE_SUM_PLUS_C: &str = concat!(plus_c!(), nothing_after_store!());
+const STORE_BY_EXPERT: &str = concat!(
+    "const ADDS: bool = false;\n\
     fn epilogue(v: f32, at: u32) -> f32 { return v; }\n\
     fn a_batch(i2: u32, i3: u32) -> vec2<u32> {\n\
     \x20   let e = load_c(p.y.x + 4u * i2 + p.y.y * i3);\n\
-    \x20   return vec2<u32>(min(u32(max(e, 0.0)), p.a.ne.z - 1u), 0u);\n}\n";
-/// The stores by [`Store`] index.
-const STORES: [&str; 3] = [STORE_SUM, STORE_SUM_PLUS_C, STORE_BY_EXPERT];
+    \x20   return vec2<u32>(min(u32(max(e, 0.0)), p.a.ne.z - 1u), 0u);\n}\n",
+    nothing_after_store!()
+);
+/// The sum plus a residual, with the rms_norm that reads the result run
+/// ahead (wgsl/mul_mat_vec_ahead_store.wgsl).
+const STORE_AHEAD: &str = concat!(
+    plus_c!(),
+    include_str!("../../../../wgsl/mul_mat_vec_ahead_store.wgsl")
+);
+/// The stores by index: the sum, plus a residual, by expert, plus a
+/// residual with the next rms_norm run ahead.
+const STORES: [&str; 4] = [STORE_SUM, STORE_SUM_PLUS_C, STORE_BY_EXPERT, STORE_AHEAD];
 /// Prologues whose activations carry their own scale (see DEFER in
 /// mul_mat_vec.wgsl).
 macro_rules! no_deferred_scale {
@@ -104,6 +129,9 @@ const X_NORMED: &str = concat!(
     include_str!("../../../../wgsl/norm_stats.wgsl"),
     include_str!("../../../../wgsl/mul_mat_vec_norm.wgsl")
 );
+/// y times an rms_norm's weight, stored by a mat-vec that ran the norm
+/// ahead, with the norm's scale deferred (`STORE_AHEAD`).
+const X_AHEAD: &str = include_str!("../../../../wgsl/mul_mat_vec_ahead_load.wgsl");
 const X_SOFTMAXED: &str = concat!(
     no_deferred_scale!(),
     include_str!("../../../../wgsl/mul_mat_vec_softmax.wgsl")
@@ -120,6 +148,8 @@ pub enum Prologue {
     SiluMul,
     /// soft_max of one column per head, with a one-row mask or none.
     SoftMax { masked: bool },
+    /// rms_norm x weight, run ahead by the mat-vec before.
+    Ahead,
 }
 
 impl Prologue {
@@ -132,6 +162,7 @@ impl Prologue {
             } => 1 + usize::from(center) * 2 + usize::from(weight_bytes == 2),
             Prologue::SiluMul => 5,
             Prologue::SoftMax { masked } => 6 + usize::from(masked),
+            Prologue::Ahead => 8,
         }
     }
 }
@@ -166,8 +197,9 @@ const PROLOGUES: [(&str, &str); PROLOGUE_COUNT] = [
          fn mask_quad(k: u32) -> vec4<f32> { return bitcast<vec4<f32>>(c_quad(p.y.x + k * 4u)); }\n",
         X_SOFTMAXED,
     ),
+    ("", X_AHEAD),
 ];
-const PROLOGUE_COUNT: usize = 8;
+const PROLOGUE_COUNT: usize = 9;
 /// Columns per workgroup of the mat-vec kernel's variants.
 const VEC_COLS: [usize; 3] = [1, 2, 4];
 const COLS_CONST: [&str; 3] = [
@@ -208,15 +240,16 @@ const fn bodies_for(sums: usize, cols: usize, store: usize) -> [Body; PROLOGUE_C
     out
 }
 
-const fn stores_for(sums: usize, cols: usize) -> [[Body; PROLOGUE_COUNT]; 3] {
+const fn stores_for(sums: usize, cols: usize) -> [[Body; PROLOGUE_COUNT]; STORES.len()] {
     [
         bodies_for(sums, cols, 0),
         bodies_for(sums, cols, 1),
         bodies_for(sums, cols, 2),
+        bodies_for(sums, cols, 3),
     ]
 }
 
-const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; 3]; 3] {
+const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; STORES.len()]; 3] {
     [
         stores_for(sums, 0),
         stores_for(sums, 1),
@@ -226,7 +259,8 @@ const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; 3]; 3] {
 
 /// Every mat-vec variant: `[sums][cols][store][prologue]` (stores as in
 /// [`STORES`]).
-static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; 3]; 3]; 2] = [bodies_for_sums(0), bodies_for_sums(1)];
+static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; STORES.len()]; 3]; 2] =
+    [bodies_for_sums(0), bodies_for_sums(1)];
 
 /// Rows per row group of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
@@ -481,7 +515,7 @@ fn dispatch(
 }
 
 pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
-    encode_product(enc, enc.id, None, None)
+    encode_product(enc, enc.id, None, None, None)
 }
 
 /// `enc`'s node: the mat-vec `mm` of `silu(gate) * up` (the silu node
@@ -494,7 +528,13 @@ pub fn encode_silu_mul(
     mm: TensorId,
     residual: Option<TensorId>,
 ) -> Result<Vec<Dispatch>> {
-    encode_product(enc, mm, residual, Some(Activation::SiluMul(silu, mul)))
+    encode_product(
+        enc,
+        mm,
+        residual,
+        Some(Activation::SiluMul(silu, mul)),
+        None,
+    )
 }
 
 /// The product `mm` plus `residual` into `enc`'s node (an `add`), in one
@@ -504,19 +544,72 @@ pub fn encode_plus_residual(
     mm: TensorId,
     residual: TensorId,
 ) -> Result<Vec<Dispatch>> {
-    encode_product(enc, mm, Some(residual), None)
+    encode_product(enc, mm, Some(residual), None, None)
 }
 
 /// `enc`'s node, a mat-vec of `norm(x) * weight` (the norm node `norm` and
 /// the mul `mul`), computed from `x` in one dispatch; see [`norm_fits`].
 pub fn encode_normed(enc: &OpEncoder, norm: TensorId, mul: TensorId) -> Result<Vec<Dispatch>> {
-    encode_product(enc, enc.id, None, Some(Activation::Norm(norm, mul)))
+    encode_product(enc, enc.id, None, Some(Activation::Norm(norm, mul)), None)
 }
 
 /// `enc`'s node, a mat-vec of `soft_max(scores)` (the node `sm`),
 /// computed from the scores in one dispatch; see [`softmax_fits`].
 pub fn encode_softmaxed(enc: &OpEncoder, sm: TensorId) -> Result<Vec<Dispatch>> {
-    encode_product(enc, enc.id, None, Some(Activation::SoftMax(sm)))
+    encode_product(enc, enc.id, None, Some(Activation::SoftMax(sm)), None)
+}
+
+/// The rms_norm `norm` of `enc`'s node (a mat-vec plus residual, as a
+/// [`Producer`] computes it) run ahead: that dispatch, then the mat-vec `mm`
+/// of the norm times its weight (the mul `mul`), as two dispatches; see
+/// [`ahead_fits`].
+pub fn encode_norm_ahead(
+    enc: &OpEncoder,
+    producer: Producer,
+    norm: TensorId,
+    mul: TensorId,
+    mm: &OpEncoder,
+) -> Result<Vec<Dispatch>> {
+    let weight = enc.graph.node(mul).src[1];
+    let (product, residual, activation) = match producer {
+        Producer::PlusResidual { mm, residual } => (mm, residual, None),
+        Producer::SiluMul {
+            silu,
+            mul,
+            mm,
+            residual,
+        } => (mm, residual, Some(Activation::SiluMul(silu, mul))),
+    };
+    let mut out = encode_product(enc, product, Some(residual), activation, Some(weight))?;
+    out.extend(encode_product(
+        mm,
+        mm.id,
+        None,
+        Some(Activation::Ahead(norm)),
+        None,
+    )?);
+    Ok(out)
+}
+
+/// The mat-vec plus residual before an rms_norm run ahead.
+#[derive(Clone, Copy)]
+pub enum Producer {
+    /// `mm` plus `residual`.
+    PlusResidual { mm: TensorId, residual: TensorId },
+    /// `mm` of `silu(gate) * up` (the nodes `silu` and `mul`) plus `residual`.
+    SiluMul {
+        silu: TensorId,
+        mul: TensorId,
+        mm: TensorId,
+        residual: TensorId,
+    },
+}
+
+/// Where a norm run ahead leaves its results in the device's scratch
+/// buffer: y times the weight (`len` f32 from byte 0), then the sums of
+/// squares of each four values (their byte offset and count).
+fn ahead_layout(len: usize) -> (usize, usize) {
+    ((4 * len).next_multiple_of(16), len.div_ceil(4))
 }
 
 /// Whether the mat-vec may load its activations four at a time (`p.y.w`):
@@ -535,6 +628,7 @@ fn quads_aligned(params: &Params, prologue: Prologue) -> bool {
         }
         Prologue::SiluMul => params.y[2].is_multiple_of(16),
         Prologue::SoftMax { masked } => !masked || params.y[0].is_multiple_of(16),
+        Prologue::Ahead => true,
     };
     columns_aligned && operands_aligned
 }
@@ -548,23 +642,28 @@ enum Activation {
     Norm(TensorId, TensorId),
     /// A silu node (of the gate) and the mul by up.
     SiluMul(TensorId, TensorId),
+    /// An rms_norm node run ahead by the mat-vec before (its product with
+    /// the weight and the sums of squares in the device's scratch).
+    Ahead(TensorId),
 }
 
 /// The product of node `mm`'s sources stored into `enc`'s node, plus
 /// `residual` when given; with `activation`, the activations are computed
-/// on load from the inputs of the nodes it names.
+/// on load from the inputs of the nodes it names; with `ahead` (an rms_norm's
+/// weight, and a residual), the next rms_norm is run ahead.
 fn encode_product(
     enc: &OpEncoder,
     mm: TensorId,
     residual: Option<TensorId>,
     activation: Option<Activation>,
+    ahead: Option<TensorId>,
 ) -> Result<Vec<Dispatch>> {
     let a = enc.graph.node(mm).src[0];
     let b = match activation {
         Some(
             Activation::Norm(first, _) | Activation::SiluMul(first, _) | Activation::SoftMax(first),
         ) => enc.graph.node(first).src[0],
-        None => enc.graph.node(mm).src[1],
+        Some(Activation::Ahead(_)) | None => enc.graph.node(mm).src[1],
     };
     let dtype = enc.graph.layout(a).dtype;
     let (Some(defs), Some((kind, count, words))) = (defs(dtype), plan(enc.device, enc.graph, mm))
@@ -583,6 +682,31 @@ fn encode_product(
         bindings.insert(2, binding);
         params.y = [at.offset, 0, 0, 0];
         srcs.push(r);
+    }
+    let scratch = |size: usize| Binding {
+        buffer: enc.device.scratch().clone(),
+        offset: 0,
+        size: size as u64,
+    };
+    let too_large = || {
+        enc.device
+            .error("a norm run ahead past the kernels' 32-bit offsets")
+    };
+    let mut store = usize::from(residual.is_some());
+    if let Some(weight) = ahead {
+        // The norm's weight and the scratch bind after the residual.
+        let (binding, at) = enc.bind(weight)?;
+        bindings.insert(3, binding);
+        let (squares, count) = ahead_layout(enc.graph.layout(mm).ne[0]);
+        bindings.insert(4, scratch(squares + 4 * count));
+        params.z = [
+            at.offset,
+            0,
+            u32::try_from(squares).map_err(|_| too_large())?,
+            0,
+        ];
+        srcs.push(weight);
+        store = 3;
     }
     if let Some(Activation::SiluMul(_, mul)) = activation {
         let (gate, up) = (
@@ -608,6 +732,22 @@ fn encode_product(
         prologue = Prologue::SoftMax {
             masked: mask.is_some(),
         };
+    } else if let Some(Activation::Ahead(norm)) = activation {
+        let Op::RmsNorm { eps } = enc.graph.node(norm).op else {
+            return Err(enc.device.error("a norm run ahead of another op"));
+        };
+        let len = enc.graph.layout(b).ne[0];
+        let (squares, count) = ahead_layout(len);
+        bindings[1] = scratch(squares + 4 * count);
+        let weighted = Layout::contiguous(DType::F32, [len, 1, 1, 1])?;
+        params.b = TensorParams::new(&weighted, 0).ok_or_else(too_large)?;
+        params.y = [
+            u32::try_from(squares).map_err(|_| too_large())?,
+            eps.to_bits(),
+            u32::try_from(count).map_err(|_| too_large())?,
+            0,
+        ];
+        prologue = Prologue::Ahead;
     } else if let Some(Activation::Norm(norm, mul)) = activation {
         let (center, eps) = match enc.graph.node(norm).op {
             Op::Norm { eps } => (true, eps),
@@ -630,8 +770,11 @@ fn encode_product(
     }
     params.y[3] = u32::from(quads_aligned(&params, prologue));
     let name = match (residual.is_some(), prologue) {
+        (true, Prologue::SiluMul) if ahead.is_some() => "silu_mul_mul_mat_add_rms_norm",
         (true, Prologue::SiluMul) => "silu_mul_mul_mat_add",
+        (true, _) if ahead.is_some() => "mul_mat_add_rms_norm",
         (true, _) => "mul_mat_add",
+        (false, Prologue::Ahead) => "rms_norm_ahead_mul_mat",
         (false, Prologue::None) => "mul_mat",
         (false, Prologue::Norm { center: false, .. }) => "rms_norm_mul_mat",
         (false, Prologue::Norm { center: true, .. }) => "norm_mul_mat",
@@ -639,6 +782,11 @@ fn encode_product(
         (false, Prologue::SoftMax { .. }) => "soft_max_mul_mat",
     };
     let key = match kind {
+        Kind::Tiled { .. } | Kind::Coop { .. } if ahead.is_some() => {
+            return Err(enc
+                .device
+                .error("a norm is run ahead only by the mat-vec kernel"))
+        }
         Kind::Tiled { wide } if residual.is_none() && prologue == Prologue::None => {
             let name = if wide { "mul_mm_wide" } else { "mul_mm" };
             key(enc, name, &srcs, MM[usize::from(wide)], defs, false, MM_WG)
@@ -676,7 +824,7 @@ fn encode_product(
         }
         Kind::Vec(i) => {
             let (workgroup, groups) = vec_shape(enc.device, dtype, enc.graph.layout(a).ne[0]);
-            KernelKey {
+            let mut key = KernelKey {
                 // Activations load through vec4 views where aligned (p.y.w).
                 wide: true,
                 groups,
@@ -684,13 +832,19 @@ fn encode_product(
                     enc,
                     name,
                     &srcs,
-                    &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i]
-                        [usize::from(residual.is_some())][prologue.index()],
+                    &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i][store]
+                        [prologue.index()],
                     defs,
                     true,
                     workgroup,
                 )
+            };
+            if ahead.is_some() {
+                // The scratch, written as f32 words (`f`).
+                key.srcs.push(DType::F32);
+                return Ok(dispatch(enc, key, bindings, srcs.len() + 1, params, count));
             }
+            key
         }
     };
     Ok(dispatch(enc, key, bindings, srcs.len(), params, count))

@@ -24,6 +24,42 @@ pub fn residual_fits(dev: &Device, graph: &Graph, mm: TensorId, add: TensorId) -
         )
 }
 
+/// Whether the rms_norm `norm` of `y` (the result of a mat-vec plus
+/// residual, `producer` its product), times the weight in `mul`, can be run
+/// ahead by that mat-vec for the mat-vec `mm` reading the product: one f32
+/// column, an f32 weight, both products mat-vecs, room in the device's
+/// scratch, and bindings for the producer's five sources and their views.
+pub fn ahead_fits(
+    dev: &Device,
+    graph: &Graph,
+    producer: TensorId,
+    y: TensorId,
+    [norm, mul, mm]: [TensorId; 3],
+) -> bool {
+    let (n, w, p) = (graph.node(norm), graph.node(mul), graph.node(mm));
+    let ly = graph.layout(y);
+    let len = ly.ne[0];
+    let weight = graph.layout(w.src[1]);
+    let (squares, count) = super::ahead_layout(len);
+    matches!(n.op, Op::RmsNorm { .. })
+        && n.src[0] == y
+        && w.src[0] == norm
+        && w.src[1] != norm
+        && p.src[1] == mul
+        && p.src[0] != mul
+        && ly.dtype == DType::F32
+        && ly.ne == [len, 1, 1, 1]
+        && ly.is_contiguous()
+        && graph.layout(mul).ne == ly.ne
+        && weight.dtype == DType::F32
+        && weight.ne == ly.ne
+        && ((squares + 4 * count) as u64) <= crate::backend::wgpu::SCRATCH_BYTES
+        && dev.gpu.limits.max_storage_buffers_per_shader_stage >= 10
+        && [producer, mm]
+            .iter()
+            .all(|&t| matches!(plan(dev, graph, t), Some((Kind::Vec(0), _, _))))
+}
+
 /// Most activation values a folded mat-vec may load beyond its own (each
 /// workgroup of four rows recomputes its columns' activations): up to here
 /// a saved dispatch is worth more than the repeated loads (an H200 decodes
