@@ -138,12 +138,15 @@ fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
 
 #[test]
 fn decode_rows_match_single_rows_and_do_not_depend_on_the_split() {
-    // One to three columns: nibble rows go in four streams on x86
-    // (AVX2), each row's dot apart from the three beside it, so
-    // thirteen rows split anywhere (after two or five rows here) give
-    // the same results.
-    let (k, m) = (256, 13);
-    for n in 1..4 {
+    // One to three columns: nibble rows of 2048 values and more go in
+    // four streams on x86 (AVX2), each row's dot apart from the three
+    // beside it, so thirteen rows split anywhere (after two or five rows
+    // here) give the same results; shorter ones one row at a time.
+    let m = 13;
+    for (k, n) in [256, 2048]
+        .into_iter()
+        .flat_map(|k| (1..4).map(move |n| (k, n)))
+    {
         let xs = quantized_columns(n, k, 31);
         for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
             let rows = quantized_rows(dtype, m, k, 60);
@@ -152,7 +155,10 @@ fn decode_rows_match_single_rows_and_do_not_depend_on_the_split() {
             let whole = rows_in_two_runs(&dots, &all, m, &xs, 0);
             for first in [2, 5] {
                 let parts = rows_in_two_runs(&dots, &all, m, &xs, first);
-                assert_eq!(whole, parts, "{dtype}, {n} columns, split after {first}");
+                assert_eq!(
+                    whole, parts,
+                    "{dtype}, k {k}, {n} columns, split after {first}"
+                );
             }
             for (r, row) in rows.iter().enumerate() {
                 for (c, x) in xs.iter().enumerate() {
