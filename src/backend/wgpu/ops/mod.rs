@@ -103,22 +103,10 @@ pub fn encode_all(
             });
             let silu_mul = fuse::silu_mul_into_mat_vec(dev, graph, id, mul, mm, &mut readers_of);
             if let (true, Some(add)) = (silu_mul, add) {
-                if let Some([norm, mul2, mm2]) =
-                    norm_ahead(dev, graph, &look[3..], mm, add, &mut readers_of)
-                {
-                    let producer = mul_mat::Producer::SiluMul {
-                        silu: id,
-                        mul,
-                        mm,
-                        residual: graph.node(add).src[1],
-                    };
-                    out.extend(mul_mat::encode_norm_ahead(
-                        &encoder(add),
-                        producer,
-                        norm,
-                        mul2,
-                        &encoder(mm2),
-                    )?);
+                if let Some(ahead) = norm_ahead(dev, graph, &look[3..], mm, add, &mut readers_of) {
+                    let producer = mul_mat::Producer::SiluMul { silu: id, mul, mm };
+                    out.extend(mul_mat::encode_norm_ahead(&encoder(add), producer, ahead)?);
+                    let [norm, mul2, mm2] = ahead;
                     fused_away = [mul, mm, add, norm, mul2, mm2].map(Some);
                     continue;
                 }
@@ -167,18 +155,10 @@ pub fn encode_all(
             }
             _ => None,
         };
-        if let Some((add, [norm, mul, mm])) = ahead {
-            let producer = mul_mat::Producer::PlusResidual {
-                mm: id,
-                residual: graph.node(add).src[1],
-            };
-            out.extend(mul_mat::encode_norm_ahead(
-                &encoder(add),
-                producer,
-                norm,
-                mul,
-                &encoder(mm),
-            )?);
+        if let Some((add, ahead)) = ahead {
+            let producer = mul_mat::Producer::Product(id);
+            out.extend(mul_mat::encode_norm_ahead(&encoder(add), producer, ahead)?);
+            let [norm, mul, mm] = ahead;
             fused_away = [Some(add), Some(norm), Some(mul), Some(mm), None, None];
             continue;
         }

@@ -22,6 +22,7 @@
 
 mod coop;
 mod fits;
+mod vec_bodies;
 
 use coop::{
     cast_activations, casts, coop_fits, coop_narrow_below, COOP_ENABLES, COOP_TILE, COOP_WG,
@@ -38,229 +39,7 @@ use crate::backend::wgpu::{Device, Reduction};
 use crate::graph::{Graph, Op, TensorId};
 use crate::tensor::Layout;
 use crate::{DType, Result};
-
-const QUANT: &str = include_str!("../../../../wgsl/quant.wgsl");
-/// ggml's broadcast of the weights over the destination's dims 2 and 3.
-macro_rules! broadcast_batch {
-    () => {
-        "fn a_batch(i2: u32, i3: u32) -> vec2<u32> { return vec2<u32>(i2 / p.x.z, i3 / p.x.w); }\n"
-    };
-}
-const VEC_BODY: &str = include_str!("../../../../wgsl/mul_mat_vec.wgsl");
-/// The products' store: the sum as it is, or plus a residual `c`
-/// addressed like the destination (`p.y.x` is its offset in its binding;
-/// `ADDS` says which, for kernels that load the residual ahead);
-/// and `a_batch(i2, i3)`, the weights' batch indices of the destination's:
-/// ggml's broadcast, or (mul_mat_id) the expert that the i32 ids in `c`
-/// name for slot i2 of token i3 (`p.y.x` their offset, `p.y.y` a token's
-/// stride), clamped to the experts there are.
-/// and `rows_ahead(m)` and `rows_stored(values, m)`, called for each four
-/// rows of the mat-vec before the product and with their stored values:
-/// nothing, or (`STORE_AHEAD`) the next rms_norm's work.
-macro_rules! nothing_after_store {
-    () => {
-        "fn rows_ahead(m: u32) {}\nfn rows_stored(v: vec4<f32>, m: u32) {}\n"
-    };
-}
-const STORE_SUM: &str = concat!(
-    "const ADDS: bool = false;\n",
-    "fn epilogue(v: f32, at: u32) -> f32 { return v; }\n",
-    broadcast_batch!(),
-    nothing_after_store!()
-);
-macro_rules! plus_c {
-    () => {
-        concat!(
-            "const ADDS: bool = true;\n",
-            "fn epilogue(v: f32, at: u32) -> f32 { return v + load_c(at - p.d.offset + p.y.x); }\n",
-            broadcast_batch!()
-        )
-    };
-}
-const STORE_SUM_PLUS_C: &str = concat!(plus_c!(), nothing_after_store!());
-const STORE_BY_EXPERT: &str = concat!(
-    "const ADDS: bool = false;\n\
-    fn epilogue(v: f32, at: u32) -> f32 { return v; }\n\
-    fn a_batch(i2: u32, i3: u32) -> vec2<u32> {\n\
-    \x20   let e = load_c(p.y.x + 4u * i2 + p.y.y * i3);\n\
-    \x20   return vec2<u32>(min(u32(max(e, 0.0)), p.a.ne.z - 1u), 0u);\n}\n",
-    nothing_after_store!()
-);
-/// The sum plus a residual, with the rms_norm that reads the result run
-/// ahead (wgsl/mul_mat_vec_ahead_store.wgsl).
-const STORE_AHEAD: &str = concat!(
-    plus_c!(),
-    include_str!("../../../../wgsl/mul_mat_vec_ahead_store.wgsl")
-);
-/// The stores by index: the sum, plus a residual, by expert, plus a
-/// residual with the next rms_norm run ahead.
-const STORES: [&str; 4] = [STORE_SUM, STORE_SUM_PLUS_C, STORE_BY_EXPERT, STORE_AHEAD];
-/// Prologues whose activations carry their own scale (see DEFER in
-/// mul_mat_vec.wgsl).
-macro_rules! no_deferred_scale {
-    () => {
-        "const DEFER: bool = false;\n\
-        fn deferred_part() -> f32 { return 0.0; }\n\
-        fn deferred_scale(total: f32) -> f32 { return 1.0; }\n"
-    };
-}
-/// The mat-vec kernel's activations: as they are, or normalised and scaled
-/// by a weight `c` (a fused norm x weight; `wgsl/mul_mat_vec_norm.wgsl`).
-const X_AS_IS: &str = concat!(
-    no_deferred_scale!(),
-    "fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> { return vec2<f32>(0.0, 1.0); }\n\
-    fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 { return load_b(byte); }\n\
-    fn x_quad(byte: u32, k: u32, st: vec2<f32>) -> vec4<f32> { return bitcast<vec4<f32>>(b_quad(byte)); }\n"
-);
-/// `silu(gate) * up` with gate in `b` and up `p.y.z` bytes further in the
-/// same binding (a fused silu x up of a joined gate/up product), in the
-/// binary kernel's order.
-const X_SILU_MUL: &str = concat!(
-    no_deferred_scale!(),
-    "fn col_stats(xcol: u32, ids: Ids) -> vec2<f32> { return vec2<f32>(0.0, 1.0); }\n\
-    fn x_value(byte: u32, k: u32, st: vec2<f32>) -> f32 {\n\
-    \x20   let g = load_b(byte);\n\
-    \x20   return g / (1.0 + exp(-g)) * load_b(byte + p.y.z);\n}\n\
-    fn x_quad(byte: u32, k: u32, st: vec2<f32>) -> vec4<f32> {\n\
-    \x20   let g = bitcast<vec4<f32>>(b_quad(byte));\n\
-    \x20   return g / (1.0 + exp(-g)) * bitcast<vec4<f32>>(b_quad(byte + p.y.z));\n}\n"
-);
-const X_NORMED: &str = concat!(
-    include_str!("../../../../wgsl/norm_stats.wgsl"),
-    include_str!("../../../../wgsl/mul_mat_vec_norm.wgsl")
-);
-/// y times an rms_norm's weight, stored by a mat-vec that ran the norm
-/// ahead, with the norm's scale deferred (`STORE_AHEAD`).
-const X_AHEAD: &str = include_str!("../../../../wgsl/mul_mat_vec_ahead_load.wgsl");
-const X_SOFTMAXED: &str = concat!(
-    no_deferred_scale!(),
-    include_str!("../../../../wgsl/mul_mat_vec_softmax.wgsl")
-);
-
-/// A fused prologue: which norm, and the byte size of its weight's elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prologue {
-    /// The activations as they are.
-    None,
-    /// norm (`center`) or rms_norm, times a weight of f32 (4) or f16 (2).
-    Norm { center: bool, weight_bytes: usize },
-    /// silu of the gate, times up.
-    SiluMul,
-    /// soft_max of one column per head, with a one-row mask or none.
-    SoftMax { masked: bool },
-    /// rms_norm x weight, run ahead by the mat-vec before.
-    Ahead,
-}
-
-impl Prologue {
-    fn index(self) -> usize {
-        match self {
-            Prologue::None => 0,
-            Prologue::Norm {
-                center,
-                weight_bytes,
-            } => 1 + usize::from(center) * 2 + usize::from(weight_bytes == 2),
-            Prologue::SiluMul => 5,
-            Prologue::SoftMax { masked } => 6 + usize::from(masked),
-            Prologue::Ahead => 8,
-        }
-    }
-}
-
-/// The constants and functions of each [`Prologue`], by [`Prologue::index`].
-const PROLOGUES: [(&str, &str); PROLOGUE_COUNT] = [
-    ("", X_AS_IS),
-    (
-        "const CENTER: bool = false;\nconst W_ES: u32 = 4u;\n",
-        X_NORMED,
-    ),
-    (
-        "const CENTER: bool = false;\nconst W_ES: u32 = 2u;\n",
-        X_NORMED,
-    ),
-    (
-        "const CENTER: bool = true;\nconst W_ES: u32 = 4u;\n",
-        X_NORMED,
-    ),
-    (
-        "const CENTER: bool = true;\nconst W_ES: u32 = 2u;\n",
-        X_NORMED,
-    ),
-    ("", X_SILU_MUL),
-    (
-        "fn mask_at(k: u32) -> f32 { return 0.0; }\n\
-         fn mask_quad(k: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n",
-        X_SOFTMAXED,
-    ),
-    (
-        "fn mask_at(k: u32) -> f32 { return load_c(p.y.x + k * 4u); }\n\
-         fn mask_quad(k: u32) -> vec4<f32> { return bitcast<vec4<f32>>(c_quad(p.y.x + k * 4u)); }\n",
-        X_SOFTMAXED,
-    ),
-    ("", X_AHEAD),
-];
-const PROLOGUE_COUNT: usize = 9;
-/// Columns per workgroup of the mat-vec kernel's variants.
-const VEC_COLS: [usize; 3] = [1, 2, 4];
-const COLS_CONST: [&str; 3] = [
-    "const COLS: u32 = 1u;\n",
-    "const COLS: u32 = 2u;\n",
-    "const COLS: u32 = 4u;\n",
-];
-/// The mat-vec kernel's final reduction, with subgroup operations or
-/// without (by [`Reduction`] variant).
-const VEC_SUMS: [&str; 2] = [
-    include_str!("../../../../wgsl/mul_mat_vec_sums_sg.wgsl"),
-    include_str!("../../../../wgsl/mul_mat_vec_sums_wg.wgsl"),
-];
-
-type Body = [&'static str; 7];
-
-const fn vec_body(sums: usize, cols: usize, store: usize, prologue: usize) -> Body {
-    let store = STORES[store];
-    let (consts, x) = PROLOGUES[prologue];
-    [
-        QUANT,
-        COLS_CONST[cols],
-        store,
-        consts,
-        x,
-        VEC_SUMS[sums],
-        VEC_BODY,
-    ]
-}
-
-const fn bodies_for(sums: usize, cols: usize, store: usize) -> [Body; PROLOGUE_COUNT] {
-    let mut out = [vec_body(sums, cols, store, 0); PROLOGUE_COUNT];
-    let mut i = 1;
-    while i < PROLOGUE_COUNT {
-        out[i] = vec_body(sums, cols, store, i);
-        i += 1;
-    }
-    out
-}
-
-const fn stores_for(sums: usize, cols: usize) -> [[Body; PROLOGUE_COUNT]; STORES.len()] {
-    [
-        bodies_for(sums, cols, 0),
-        bodies_for(sums, cols, 1),
-        bodies_for(sums, cols, 2),
-        bodies_for(sums, cols, 3),
-    ]
-}
-
-const fn bodies_for_sums(sums: usize) -> [[[Body; PROLOGUE_COUNT]; STORES.len()]; 3] {
-    [
-        stores_for(sums, 0),
-        stores_for(sums, 1),
-        stores_for(sums, 2),
-    ]
-}
-
-/// Every mat-vec variant: `[sums][cols][store][prologue]` (stores as in
-/// [`STORES`]).
-static VEC_BODIES: [[[[Body; PROLOGUE_COUNT]; STORES.len()]; 3]; 2] =
-    [bodies_for_sums(0), bodies_for_sums(1)];
+use vec_bodies::{Prologue, Store, QUANT, VEC_BODIES, VEC_COLS};
 
 /// Rows per row group of the mat-vec kernel (fixed in mul_mat_vec.wgsl).
 const VEC_ROWS: usize = 4;
@@ -312,7 +91,8 @@ fn forced_wg() -> Option<u32> {
 /// subgroups (its sums are reduced per subgroup).
 ///
 /// [`WgpuOptions::matvec_groups`]: crate::backend::wgpu::WgpuOptions::matvec_groups
-fn vec_shape(dev: &Device, dtype: DType, k: usize) -> (u32, u32) {
+fn vec_shape(dev: &Device, weights: &Layout) -> (u32, u32) {
+    let (dtype, k) = (weights.dtype, weights.ne[0]);
     let subgroup = dev.gpu.summary.subgroup_sizes.map_or(0, |(_, hi)| hi);
     let wg = forced_wg().unwrap_or_else(|| {
         // Four units per invocation.
@@ -400,7 +180,7 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
             n.div_ceil(if narrow { COOP_TILE / 2 } else { COOP_TILE }),
         ),
         Kind::Vec(i) => {
-            let (_, groups) = vec_shape(dev, la.dtype, la.ne[0]);
+            let (_, groups) = vec_shape(dev, la);
             (
                 m.div_ceil(VEC_ROWS * groups as usize),
                 n.div_ceil(VEC_COLS[i]),
@@ -473,7 +253,7 @@ pub fn encode_by_expert(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
     ];
     params.y = [at.offset, at.nb[1], 0, 0];
     params.y[3] = u32::from(quads_aligned(&params, Prologue::None));
-    let (workgroup, groups) = vec_shape(enc.device, dtype, enc.graph.layout(a).ne[0]);
+    let (workgroup, groups) = vec_shape(enc.device, enc.graph.layout(a));
     let sums = usize::from(enc.device.reduction != Reduction::Subgroup);
     let key = KernelKey {
         wide: true,
@@ -482,7 +262,7 @@ pub fn encode_by_expert(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
             enc,
             "mul_mat_id",
             &[a, b, ids],
-            &VEC_BODIES[sums][i][2][Prologue::None.index()],
+            &VEC_BODIES[sums][i][Store::ByExpert as usize][Prologue::None.index()],
             defs,
             true,
             workgroup,
@@ -559,31 +339,26 @@ pub fn encode_softmaxed(enc: &OpEncoder, sm: TensorId) -> Result<Vec<Dispatch>> 
     encode_product(enc, enc.id, None, Some(Activation::SoftMax(sm)), None)
 }
 
-/// The rms_norm `norm` of `enc`'s node (a mat-vec plus residual, as a
-/// [`Producer`] computes it) run ahead: that dispatch, then the mat-vec `mm`
-/// of the norm times its weight (the mul `mul`), as two dispatches; see
+/// `enc`'s node (the residual add after a mat-vec, which `producer`
+/// computes) with the rms_norm after it run ahead for the mat-vec that
+/// reads the norm times its weight (`[norm, mul, mm]`): two dispatches; see
 /// [`ahead_fits`].
 pub fn encode_norm_ahead(
     enc: &OpEncoder,
     producer: Producer,
-    norm: TensorId,
-    mul: TensorId,
-    mm: &OpEncoder,
+    [norm, mul, mm]: [TensorId; 3],
 ) -> Result<Vec<Dispatch>> {
     let weight = enc.graph.node(mul).src[1];
-    let (product, residual, activation) = match producer {
-        Producer::PlusResidual { mm, residual } => (mm, residual, None),
-        Producer::SiluMul {
-            silu,
-            mul,
-            mm,
-            residual,
-        } => (mm, residual, Some(Activation::SiluMul(silu, mul))),
+    let residual = enc.src(1);
+    let (product, activation) = match producer {
+        Producer::Product(mm) => (mm, None),
+        Producer::SiluMul { silu, mul, mm } => (mm, Some(Activation::SiluMul(silu, mul))),
     };
     let mut out = encode_product(enc, product, Some(residual), activation, Some(weight))?;
+    let next = OpEncoder { id: mm, ..*enc };
     out.extend(encode_product(
+        &next,
         mm,
-        mm.id,
         None,
         Some(Activation::Ahead(norm)),
         None,
@@ -591,17 +366,16 @@ pub fn encode_norm_ahead(
     Ok(out)
 }
 
-/// The mat-vec plus residual before an rms_norm run ahead.
+/// The mat-vec before the residual add that runs an rms_norm ahead.
 #[derive(Clone, Copy)]
 pub enum Producer {
-    /// `mm` plus `residual`.
-    PlusResidual { mm: TensorId, residual: TensorId },
-    /// `mm` of `silu(gate) * up` (the nodes `silu` and `mul`) plus `residual`.
+    /// The product `mm`.
+    Product(TensorId),
+    /// The product `mm` of `silu(gate) * up` (the nodes `silu` and `mul`).
     SiluMul {
         silu: TensorId,
         mul: TensorId,
         mm: TensorId,
-        residual: TensorId,
     },
 }
 
@@ -692,7 +466,10 @@ fn encode_product(
         enc.device
             .error("a norm run ahead past the kernels' 32-bit offsets")
     };
-    let mut store = usize::from(residual.is_some());
+    let mut store = match residual {
+        Some(_) => Store::PlusResidual,
+        None => Store::Sum,
+    };
     if let Some(weight) = ahead {
         // The norm's weight and the scratch bind after the residual.
         let (binding, at) = enc.bind(weight)?;
@@ -706,7 +483,7 @@ fn encode_product(
             0,
         ];
         srcs.push(weight);
-        store = 3;
+        store = Store::NormAhead;
     }
     if let Some(Activation::SiluMul(_, mul)) = activation {
         let (gate, up) = (
@@ -823,7 +600,7 @@ fn encode_product(
             ))
         }
         Kind::Vec(i) => {
-            let (workgroup, groups) = vec_shape(enc.device, dtype, enc.graph.layout(a).ne[0]);
+            let (workgroup, groups) = vec_shape(enc.device, enc.graph.layout(a));
             let mut key = KernelKey {
                 // Activations load through vec4 views where aligned (p.y.w).
                 wide: true,
@@ -832,8 +609,8 @@ fn encode_product(
                     enc,
                     name,
                     &srcs,
-                    &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i][store]
-                        [prologue.index()],
+                    &VEC_BODIES[usize::from(enc.device.reduction != Reduction::Subgroup)][i]
+                        [store as usize][prologue.index()],
                     defs,
                     true,
                     workgroup,

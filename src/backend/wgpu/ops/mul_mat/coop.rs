@@ -1,7 +1,8 @@
 //! The cooperative-matrix tiled kernel's variants (`wgsl/mul_mm_coop.wgsl`)
 //! and the cast of its activations to f16 (`wgsl/mul_mm_cast.wgsl`).
 
-use super::{key, OpEncoder, MM_TILES, QUANT, STORE_SUM, STORE_SUM_PLUS_C};
+use super::vec_bodies::{QUANT, STORE_SUM, STORE_SUM_PLUS_C};
+use super::{key, OpEncoder, MM_TILES};
 use crate::backend::wgpu::ops::decoders::units_per_row;
 use crate::backend::wgpu::params::Params;
 use crate::backend::wgpu::plan::{Binding, Dispatch};
