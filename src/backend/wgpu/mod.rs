@@ -91,9 +91,11 @@ pub struct WgpuOptions {
     /// Row groups of the mat-vec kernel's workgroups (1, 2, 4 or 8, each
     /// four rows sharing the workgroup's activation loads through the
     /// cache; another value is an error at [`WgpuBackend::new`]);
-    /// the default (`None`) is `WGINFER_MATVEC_GROUPS` when set, else 1
-    /// (more measured slower on an H200). A device whose subgroups are
-    /// wider than a group's invocations takes fewer.
+    /// the default (`None`) is `WGINFER_MATVEC_GROUPS` when set, else two
+    /// on a GPU for matrices of at least 4096 rows of 4096 values, one
+    /// otherwise (four measured slower on an H200, two slower for smaller
+    /// matrices on an H100). A device whose subgroups are wider than a
+    /// group's invocations takes fewer.
     pub matvec_groups: Option<u32>,
     /// Products of at least this many 128 x 128 output tiles take the
     /// tiled kernel's 128 x 128 tiles, smaller ones 64 x 64 (where there

@@ -86,13 +86,14 @@ fn forced_wg() -> Option<u32> {
 /// values. At most 128 invocations (the fastest on an H200 for rows of
 /// 4096), fewer for short rows so that each has at least a block, or four
 /// units, of a row (a 576-long row decodes twice as fast on lavapipe with
-/// 32 as with 64), never fewer than a subgroup or 32. One row group unless
-/// asked for more ([`WgpuOptions::matvec_groups`]); a group holds whole
+/// 32 as with 64), never fewer than a subgroup or 32. Row groups as asked
+/// ([`WgpuOptions::matvec_groups`]), else two on a GPU for matrices of at
+/// least [`TWO_GROUPS_FROM`] rows of as many values, one otherwise; a group holds whole
 /// subgroups (its sums are reduced per subgroup).
 ///
 /// [`WgpuOptions::matvec_groups`]: crate::backend::wgpu::WgpuOptions::matvec_groups
 fn vec_shape(dev: &Device, weights: &Layout) -> (u32, u32) {
-    let (dtype, k) = (weights.dtype, weights.ne[0]);
+    let (dtype, [k, m, ..]) = (weights.dtype, weights.ne);
     let subgroup = dev.gpu.summary.subgroup_sizes.map_or(0, |(_, hi)| hi);
     let wg = forced_wg().unwrap_or_else(|| {
         // Four units per invocation.
@@ -104,13 +105,27 @@ fn vec_shape(dev: &Device, weights: &Layout) -> (u32, u32) {
         u32::try_from(want).unwrap_or(128)
     });
     let wg = workgroup_within(dev, wg);
+    let on_gpu = dev.gpu.summary.device_type != "Cpu";
     let groups = dev
         .matvec_groups
-        .unwrap_or(1)
+        .unwrap_or(if on_gpu && k.min(m) >= TWO_GROUPS_FROM {
+            2
+        } else {
+            1
+        })
         .min(wg / subgroup.max(1))
         .max(1);
     (wg, groups)
 }
+
+/// Rows and row length from which a GPU's mat-vec workgroups take two row
+/// groups of four rows. An H100 (gen128, three rounds, tok/s) decoded the
+/// 8B shape, whose matrices all have 4096 rows or more of 4096 values or
+/// more, 3% faster with two (205.6-205.8 -> 211.9-212.0); the 1B shape 4%
+/// slower with two everywhere (633 -> 608), 2% with two for its 2048 rows
+/// of 5632 values (631.3-631.9 -> 620.2-620.9), and unchanged with two for
+/// its 11264 gate/up rows of 2048.
+const TWO_GROUPS_FROM: usize = 4096;
 
 /// Whether the tiled kernel fits the device's workgroup limits.
 fn tiles_fit(dev: &Device) -> bool {
