@@ -17,6 +17,8 @@ cargo clippy --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 bash scripts/check-targets.sh
 cargo test
-# The default model's decode again with the GPU's folds (lavapipe runs
-# without them by default, as a CPU-type adapter).
-WGINFER_FOLD_ACTIVATIONS=1 cargo test --test model -- greedy_matches_llama_cpp_on_wgpu pipelined reused_plans
+# The default model's decode again with a GPU's defaults where lavapipe, a
+# CPU-type adapter, has its own: folds, a submission every 64 dispatches
+# and 128 x 128 tiles from 128 of them.
+WGINFER_FOLD_ACTIVATIONS=1 WGINFER_SUBMIT_EVERY=64 WGINFER_TILE_WIDE_FROM=128 \
+    cargo test --test model -- greedy_matches_llama_cpp_on_wgpu pipelined reused_plans
