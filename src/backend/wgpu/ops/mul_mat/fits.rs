@@ -53,6 +53,7 @@ pub fn ahead_fits(
         && graph.layout(mul).ne == ly.ne
         && weight.dtype == DType::F32
         && weight.ne == ly.ne
+        && weight.is_contiguous()
         && ((squares + 4 * count) as u64) <= crate::backend::wgpu::SCRATCH_BYTES
         && dev.gpu.limits.max_storage_buffers_per_shader_stage >= 10
         && [producer, mm]
