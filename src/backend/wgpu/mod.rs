@@ -92,10 +92,10 @@ pub struct WgpuOptions {
     /// four rows sharing the workgroup's activation loads through the
     /// cache; another value is an error at [`WgpuBackend::new`]);
     /// the default (`None`) is `WGINFER_MATVEC_GROUPS` when set, else two
-    /// on a GPU for matrices of at least 4096 rows of 4096 values, one
-    /// otherwise (four measured slower on an H200, two slower for smaller
-    /// matrices on an H100). A device whose subgroups are wider than a
-    /// group's invocations takes fewer.
+    /// on a GPU for q4_0 and q4_1 matrices of at least 4096 rows of 4096
+    /// values, one otherwise (four measured slower on an H200, two slower
+    /// for smaller matrices and for f16 and q6_K ones on an H100). A device
+    /// whose subgroups are wider than a group's invocations takes fewer.
     pub matvec_groups: Option<u32>,
     /// Products of at least this many 128 x 128 output tiles take the
     /// tiled kernel's 128 x 128 tiles, smaller ones 64 x 64 (where there

@@ -87,9 +87,10 @@ fn forced_wg() -> Option<u32> {
 /// 4096), fewer for short rows so that each has at least a block, or four
 /// units, of a row (a 576-long row decodes twice as fast on lavapipe with
 /// 32 as with 64), never fewer than a subgroup or 32. Row groups as asked
-/// ([`WgpuOptions::matvec_groups`]), else two on a GPU for matrices of at
-/// least [`TWO_GROUPS_FROM`] rows of as many values, one otherwise; a group holds whole
-/// subgroups (its sums are reduced per subgroup).
+/// ([`WgpuOptions::matvec_groups`]), else two on a GPU for q4_0 and q4_1
+/// matrices of at least [`TWO_GROUPS_FROM`] rows of as many values, one
+/// otherwise; a group holds whole subgroups (its sums are reduced per
+/// subgroup).
 ///
 /// [`WgpuOptions::matvec_groups`]: crate::backend::wgpu::WgpuOptions::matvec_groups
 fn vec_shape(dev: &Device, weights: &Layout) -> (u32, u32) {
@@ -108,11 +109,13 @@ fn vec_shape(dev: &Device, weights: &Layout) -> (u32, u32) {
     let on_gpu = dev.gpu.summary.device_type != "Cpu";
     let groups = dev
         .matvec_groups
-        .unwrap_or(if on_gpu && k.min(m) >= TWO_GROUPS_FROM {
-            2
-        } else {
-            1
-        })
+        .unwrap_or(
+            if on_gpu && two_groups_suit(dtype) && k.min(m) >= TWO_GROUPS_FROM {
+                2
+            } else {
+                1
+            },
+        )
         .min(wg / subgroup.max(1))
         .max(1);
     (wg, groups)
@@ -126,6 +129,16 @@ fn vec_shape(dev: &Device, weights: &Layout) -> (u32, u32) {
 /// of 5632 values (631.3-631.9 -> 620.2-620.9), and unchanged with two for
 /// its 11264 gate/up rows of 2048.
 const TWO_GROUPS_FROM: usize = 4096;
+
+/// The weight types that took two row groups faster, alone (H100,
+/// `backend_ops --mode perf --op mul_mat`, 4096 x 4096 / 4096 x 14336 /
+/// 14336 x 4096, µs with two groups against one): q4_1 162 / 106 / 105
+/// against 192 / 194 / 100, q8_0 143 / 98 / 96 against 138 / 110 / 97,
+/// but f16 227 / 193 / 126 against 141 / 116 / 122 and q6_K 343 / 132 /
+/// 127 against 187 / 136 / 133.
+fn two_groups_suit(dtype: DType) -> bool {
+    matches!(dtype, DType::Q4_0 | DType::Q4_1)
+}
 
 /// Whether the tiled kernel fits the device's workgroup limits.
 fn tiles_fit(dev: &Device) -> bool {
