@@ -107,6 +107,32 @@ fn rows_in_two_runs(dots: &RowDots, all: &[u8], m: usize, xs: &[Q8Row], first: u
     out
 }
 
+/// Each of `got` (row r, column c at r * columns + c) within `tolerance`
+/// (relative, absolute below 1) of `want` for that row and column, where
+/// `want` gives a value.
+fn assert_each_near(
+    dtype: DType,
+    rows: &[Vec<u8>],
+    xs: &[Q8Row],
+    got: &[f32],
+    want: impl Fn(&[u8], &Q8Row) -> Option<f32>,
+    tolerance: f32,
+) {
+    let n = xs.len();
+    for (r, row) in rows.iter().enumerate() {
+        for (c, x) in xs.iter().enumerate() {
+            let Some(want) = want(row, x) else {
+                continue;
+            };
+            let got = got[r * n + c];
+            assert!(
+                (want - got).abs() <= tolerance * want.abs().max(1.0),
+                "{dtype} row {r} column {c}: {want} vs {got}"
+            );
+        }
+    }
+}
+
 #[test]
 fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
     // Thirteen rows by six columns: eight rows together (AVX-512 VNNI's
@@ -123,16 +149,8 @@ fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
         // start (a multiple of eight rows).
         let parts = rows_in_two_runs(&dots, &all, m, &xs, 8);
         assert_eq!(whole, parts, "{dtype}");
-        for (r, row) in rows.iter().enumerate() {
-            for (c, x) in xs.iter().enumerate() {
-                let single = dot(dtype, row, x).unwrap();
-                let grouped = whole[r * n + c];
-                assert!(
-                    (single - grouped).abs() <= 1e-5 * single.abs().max(1.0),
-                    "{dtype} row {r} column {c}: {single} vs {grouped}"
-                );
-            }
-        }
+        let single = |row: &[u8], x: &Q8Row| Some(dot(dtype, row, x).unwrap());
+        assert_each_near(dtype, &rows, &xs, &whole, single, 1e-5);
     }
 }
 
@@ -160,19 +178,9 @@ fn decode_rows_match_single_rows_and_do_not_depend_on_the_split() {
                     "{dtype}, k {k}, {n} columns, split after {first}"
                 );
             }
-            for (r, row) in rows.iter().enumerate() {
-                for (c, x) in xs.iter().enumerate() {
-                    let Some(want) = portable_dot(dtype, row, x) else {
-                        continue;
-                    };
-                    let got = whole[r * n + c];
-                    // Integer sums are exact; the f32 accumulation order may differ.
-                    assert!(
-                        (want - got).abs() <= 1e-4 * want.abs().max(1.0),
-                        "{dtype} row {r} column {c}: {want} vs {got}"
-                    );
-                }
-            }
+            // Integer sums are exact; the f32 accumulation order may differ.
+            let portable = |row: &[u8], x: &Q8Row| portable_dot(dtype, row, x);
+            assert_each_near(dtype, &rows, &xs, &whole, portable, 1e-4);
         }
     }
 }
