@@ -18,7 +18,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 bash scripts/check-targets.sh
 cargo test
 # The default model's decode again with a GPU's defaults where lavapipe, a
-# CPU-type adapter, has its own: folds, a submission every 64 dispatches
-# and 128 x 128 tiles from 128 of them.
+# CPU-type adapter, has its own: folds, a submission every 64 dispatches,
+# 128 x 128 tiles from 128 of them and mat-vecs of uncast activations.
 WGINFER_FOLD_ACTIVATIONS=1 WGINFER_SUBMIT_EVERY=64 WGINFER_TILE_WIDE_FROM=128 \
+    WGINFER_MATVEC_CAST_FROM=18446744073709551615 \
     cargo test --test model -- greedy_matches_llama_cpp_on_wgpu pipelined reused_plans

@@ -148,6 +148,45 @@ fn mat_vec_row_groups_match_the_reference() {
     run_cases_on(&grouped, "mul_mat", &cases.iter().collect::<Vec<_>>());
 }
 
+/// Mat-vecs of quantized weights with their activations cast to f16 first
+/// and as they are (`WgpuOptions::matvec_cast_from`: the first on CPU-type
+/// adapters such as CI's, the second on GPUs for now), with the fused
+/// prologues that a cast takes over (silu x up, a norm run ahead), each
+/// reduction variant.
+#[test]
+fn mat_vecs_match_the_reference_with_activations_cast_or_not() {
+    let cases: Vec<_> = all_cases()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.op == "mul_mat" || c.op == "fused")
+        .collect();
+    let q4_0_vec = cases
+        .iter()
+        .find(|c| c.name.starts_with("MUL_MAT(type_a=q4_0,") && c.name.contains(",n=1,"))
+        .expect("a q4_0 mat-vec case");
+    for (cast_from, dispatches) in [(0, 2), (usize::MAX, 1)] {
+        let devices: Vec<WgpuBackend> = backends()
+            .iter()
+            .map(|b| {
+                WgpuBackend::new(&WgpuOptions {
+                    reduction: b.reduction(),
+                    fold_activations: Some(true),
+                    matvec_cast_from: Some(cast_from),
+                    ..Default::default()
+                })
+                .expect("a second device on the same adapter")
+            })
+            .collect();
+        run_cases_on(&devices, "mul_mat", &cases.iter().collect::<Vec<_>>());
+        // A cast is a dispatch of its own before the product.
+        for device in &devices {
+            q4_0_vec.prepare(device).unwrap().run().unwrap();
+            let stats = device.last_run_stats();
+            assert_eq!(stats.dispatches, dispatches, "{}", q4_0_vec.name);
+        }
+    }
+}
+
 /// The tiled kernel's 64 x 64 tiles on the mul_mat cases it runs (more
 /// than 8 columns): CI's software adapter gives every product 128 x 128
 /// ones (`WgpuOptions::tile_wide_from`), so they are asked for here. The
@@ -339,6 +378,8 @@ fn fused_pairs_run_as_one_dispatch_unless_the_first_is_read_again() {
             WgpuBackend::new(&WgpuOptions {
                 reduction: b.reduction(),
                 fold_activations: Some(true),
+                // (A cast of the activations would be a dispatch more.)
+                matvec_cast_from: Some(usize::MAX),
                 ..Default::default()
             })
             .expect("a second device on the same adapter")

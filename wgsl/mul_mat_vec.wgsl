@@ -46,6 +46,15 @@ fn x_at(xrow: u32, u: u32, i: u32, st: vec2<f32>) -> f32 {
 }
 
 fn x_unit(xrow: u32, u: u32, st: vec2<f32>) -> Unit {
+    // Activations cast ahead (X_CAST): unit u is eight f16 at byte 16u of
+    // the column, so a lane loads 16 bytes per unit where it loaded 32.
+    if (X_CAST) {
+        let h = b_quad(xrow + 16u * u);
+        return Unit(
+            vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y)),
+            vec4<f32>(unpack2x16float(h.z), unpack2x16float(h.w)),
+        );
+    }
     // Weights 0..4 and 4..8 of a quantized unit have consecutive elements;
     // when the encoder found the activations 16-byte aligned (p.y.w), each
     // four are one vec4 load instead of four.

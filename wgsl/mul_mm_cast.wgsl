@@ -1,5 +1,5 @@
 // The activations `a` (f32, f16 or bf16 [K, N, B2, B3], any strides) of a
-// product on cooperative matrices, as f16 in the order its tiles take
+// product on cooperative matrices (or of a mat-vec), as f16 in the order its tiles take
 // them: each column's units (of the weights' decoder: x_elem, n_units)
 // one after another, unit u as the eight values at x_elem(u, 0..8), zero
 // past K; columns in order, batches after columns. One invocation per

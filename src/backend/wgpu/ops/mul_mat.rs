@@ -6,7 +6,9 @@
 //! (`decoders.rs`):
 //! - `mul_mat_<T>_f32_f32_<sg|wg>` (`wgsl/mul_mat_vec.wgsl`): four rows of 1, 2
 //!   or 4 columns per workgroup and a workgroup reduction per output; for
-//!   decode and batches of up to 8 columns.
+//!   decode and batches of up to 8 columns. Its activations may be cast to
+//!   f16 units first by the cooperative kernel's cast (below), which halves
+//!   their loads (`WgpuOptions::matvec_cast_from`).
 //! - `mul_mm_<T>_f32_f32` (`wgsl/mul_mm.wgsl`): 64 x 64 output tiles from
 //!   shared-memory tiles, each weight block read once per tile of columns;
 //!   for prompts.
@@ -430,7 +432,7 @@ fn quads_aligned(params: &Params, prologue: Prologue) -> bool {
         }
         Prologue::SiluMul => params.y[2].is_multiple_of(16),
         Prologue::SoftMax { masked } => !masked || params.y[0].is_multiple_of(16),
-        Prologue::Ahead => true,
+        Prologue::Ahead | Prologue::Cast { .. } => true,
     };
     columns_aligned && operands_aligned
 }
@@ -574,18 +576,18 @@ fn encode_product(
         };
     }
     params.y[3] = u32::from(quads_aligned(&params, prologue));
-    let name = match (residual.is_some(), prologue) {
-        (true, Prologue::SiluMul) if ahead.is_some() => "silu_mul_mul_mat_add_rms_norm",
-        (true, Prologue::SiluMul) => "silu_mul_mul_mat_add",
-        (true, _) if ahead.is_some() => "mul_mat_add_rms_norm",
-        (true, _) => "mul_mat_add",
-        (false, Prologue::Ahead) => "rms_norm_ahead_mul_mat",
-        (false, Prologue::None) => "mul_mat",
-        (false, Prologue::Norm { center: false, .. }) => "rms_norm_mul_mat",
-        (false, Prologue::Norm { center: true, .. }) => "norm_mul_mat",
-        (false, Prologue::SiluMul) => "silu_mul_mul_mat",
-        (false, Prologue::SoftMax { .. }) => "soft_max_mul_mat",
-    };
+    let mut name = product_name(residual.is_some(), ahead.is_some(), prologue).to_string();
+    let mut cast = None;
+    if matches!(kind, Kind::Vec(_)) && vec_casts(enc.device, enc.graph.layout(a)) {
+        if let Some((dispatch, ahead)) =
+            cast_for_vec(enc, [a, b], prologue, defs, &mut bindings, &mut params)
+        {
+            cast = Some(dispatch);
+            prologue = Prologue::Cast { ahead };
+            name.push_str("_cast");
+        }
+    }
+    let name = name.as_str();
     let key = match kind {
         Kind::Tiled { .. } | Kind::Coop { .. } if ahead.is_some() => {
             return Err(enc
@@ -644,13 +646,110 @@ fn encode_product(
                     workgroup,
                 )
             };
+            let mut out: Vec<Dispatch> = cast.into_iter().collect();
             if ahead.is_some() {
                 // The scratch, written as f32 words (`f`).
                 key.srcs.push(DType::F32);
-                return Ok(dispatch(enc, key, bindings, srcs.len() + 1, params, count));
+                out.extend(dispatch(enc, key, bindings, srcs.len() + 1, params, count));
+            } else {
+                out.extend(dispatch(enc, key, bindings, srcs.len(), params, count));
             }
-            key
+            return Ok(out);
         }
     };
     Ok(dispatch(enc, key, bindings, srcs.len(), params, count))
+}
+
+/// The kernel name of a product with a `residual` add, a norm run `ahead`
+/// and `prologue`.
+fn product_name(residual: bool, ahead: bool, prologue: Prologue) -> &'static str {
+    match (residual, prologue) {
+        (true, Prologue::SiluMul) if ahead => "silu_mul_mul_mat_add_rms_norm",
+        (true, Prologue::SiluMul) => "silu_mul_mul_mat_add",
+        (true, _) if ahead => "mul_mat_add_rms_norm",
+        (true, _) => "mul_mat_add",
+        (false, Prologue::Ahead) => "rms_norm_ahead_mul_mat",
+        (false, Prologue::None | Prologue::Cast { .. }) => "mul_mat",
+        (false, Prologue::Norm { center: false, .. }) => "rms_norm_mul_mat",
+        (false, Prologue::Norm { center: true, .. }) => "norm_mul_mat",
+        (false, Prologue::SiluMul) => "silu_mul_mul_mat",
+        (false, Prologue::SoftMax { .. }) => "soft_max_mul_mat",
+    }
+}
+
+/// Whether a mat-vec of `weights` reads its activations cast to f16 first
+/// ([`WgpuOptions::matvec_cast_from`]): block rows only, whose units the
+/// cast writes whole.
+///
+/// [`WgpuOptions::matvec_cast_from`]: crate::backend::wgpu::WgpuOptions::matvec_cast_from
+fn vec_casts(dev: &Device, weights: &Layout) -> bool {
+    weights.dtype.is_quantized()
+        && !coop::cast_off()
+        && weights.ne[0].saturating_mul(weights.ne[1]) >= dev.matvec_cast_from
+}
+
+/// The cast of a mat-vec's activations (`b`, with `prologue` applied)
+/// to f16 units (mul_mm_cast.wgsl), with `bindings[1]` and `params.b`
+/// pointed at them; with whether they lie beside a norm run ahead's sums
+/// of squares. `None` (nothing changed) for prologues that need the
+/// column's statistics, or where no scratch holds them.
+fn cast_for_vec(
+    enc: &OpEncoder,
+    [a, b]: [TensorId; 2],
+    prologue: Prologue,
+    defs: &'static str,
+    bindings: &mut [Binding],
+    params: &mut Params,
+) -> Option<(Dispatch, bool)> {
+    let (invocations, bytes) = coop::cast_size(enc.device, enc.graph, b)?;
+    let (up, ahead) = match prologue {
+        Prologue::None => (None, false),
+        Prologue::SiluMul => (Some(params.y[2]), false),
+        Prologue::Ahead => (None, true),
+        _ => return None,
+    };
+    let (target, offset) = if ahead {
+        // After the weighted values and their sums of squares, in the
+        // same binding (which the mat-vec reads the sums from).
+        let offset = bindings[1].size.next_multiple_of(16);
+        let end = offset.checked_add(bytes)?;
+        if end > crate::backend::wgpu::SCRATCH_BYTES {
+            return None;
+        }
+        let target = Binding {
+            buffer: enc.device.scratch().clone(),
+            offset: 0,
+            size: end,
+        };
+        (target, u32::try_from(offset).ok()?)
+    } else {
+        let buffer = enc.device.cast_scratch(bytes)?;
+        let target = Binding {
+            buffer,
+            offset: 0,
+            size: bytes,
+        };
+        (target, 0)
+    };
+    let cast = coop::cast_into(
+        enc,
+        [a, b],
+        (&bindings[1], params.b),
+        up,
+        defs,
+        (&target, offset),
+        invocations,
+    );
+    // Block rows are whole units: k / 8 of them per column.
+    let [k, n, b2, _] = params.b.ne;
+    let column = k.checked_mul(2)?;
+    params.b.nb = [
+        2,
+        column,
+        column.checked_mul(n)?,
+        column.checked_mul(n)?.checked_mul(b2)?,
+    ];
+    params.b.offset = offset;
+    bindings[1] = target;
+    Some((cast, ahead))
 }

@@ -1,10 +1,11 @@
 //! The cooperative-matrix tiled kernel's variants (`wgsl/mul_mm_coop.wgsl`)
-//! and the cast of its activations to f16 (`wgsl/mul_mm_cast.wgsl`).
+//! and the cast of its activations to f16 (`wgsl/mul_mm_cast.wgsl`), which
+//! mat-vecs may read too (`WgpuOptions::matvec_cast_from`).
 
 use super::vec_bodies::{QUANT, STORE_SUM, STORE_SUM_PLUS_C};
 use super::{key, OpEncoder, MM_TILES};
 use crate::backend::wgpu::ops::decoders::units_per_row;
-use crate::backend::wgpu::params::Params;
+use crate::backend::wgpu::params::{Params, TensorParams};
 use crate::backend::wgpu::plan::{Binding, Dispatch};
 use crate::backend::wgpu::{Device, Reduction};
 use crate::graph::{Graph, TensorId};
@@ -114,7 +115,7 @@ pub(super) fn coop_fits(dev: &Device) -> bool {
 
 /// `WGINFER_COOP_CAST=0` keeps a cooperative product's activations as
 /// they are, to compare.
-fn cast_off() -> bool {
+pub(super) fn cast_off() -> bool {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OFF.get_or_init(|| std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0"))
 }
@@ -122,7 +123,7 @@ fn cast_off() -> bool {
 /// The invocations (one per unit and column) and scratch bytes of the
 /// cast of activations `b`, when they fit the kernel's indices and a
 /// binding of the device.
-fn cast_size(dev: &Device, graph: &Graph, b: TensorId) -> Option<(u32, u64)> {
+pub(super) fn cast_size(dev: &Device, graph: &Graph, b: TensorId) -> Option<(u32, u64)> {
     let lb = graph.layout(b);
     let columns = lb.ne[1..].iter().product::<usize>();
     // At least the decoder's units of a row (exactly, for float rows).
@@ -162,25 +163,49 @@ pub(super) fn cast_activations(
         offset: 0,
         size: bytes,
     };
+    let cast = cast_into(
+        enc,
+        [a, b],
+        (&bindings[1], params.b),
+        up,
+        defs,
+        (&scratch, 0),
+        invocations,
+    );
+    bindings[1] = scratch;
+    params.b.offset = 0;
+    Some(cast)
+}
+
+/// The cast dispatch (mul_mm_cast.wgsl) of the activations bound by
+/// `source` (and described by its params) into `target` from its byte
+/// `offset`, for weights `a` and activations of `b`'s type: `invocations`
+/// (one per unit and column, see [`cast_size`]) write 16 bytes each.
+pub(super) fn cast_into(
+    enc: &OpEncoder,
+    [a, b]: [TensorId; 2],
+    (source, described): (&Binding, TensorParams),
+    up: Option<u32>,
+    defs: &'static str,
+    (target, offset): (&Binding, u32),
+    invocations: u32,
+) -> Dispatch {
     let mut cast_params = Params {
-        a: params.b,
+        a: described,
         ..Default::default()
     };
-    cast_params.d.offset = 0;
+    cast_params.d.offset = offset;
     cast_params.y[2] = up.unwrap_or(0);
     let body = MM_CAST[usize::from(up.is_some())];
     let mut cast_key = key(enc, "mul_mm_cast", &[b], body, defs, false, CAST_WG);
     let kind = if up.is_some() { "silu_mul_" } else { "" };
     cast_key.name = format!("mul_mm_cast_{kind}{}", enc.graph.layout(a).dtype.name());
-    let cast = Dispatch {
+    Dispatch {
         key: cast_key,
-        bindings: vec![bindings[1].clone(), scratch.clone()],
+        bindings: vec![source.clone(), target.clone()],
         params: cast_params,
         workgroups: enc.grid(invocations.div_ceil(CAST_WG)),
-    };
-    bindings[1] = scratch;
-    params.b.offset = 0;
-    Some(cast)
+    }
 }
 
 #[cfg(test)]

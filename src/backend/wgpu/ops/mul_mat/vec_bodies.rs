@@ -124,6 +124,10 @@ pub(super) enum Prologue {
     SoftMax { masked: bool },
     /// rms_norm x weight, run ahead by the mat-vec before.
     Ahead,
+    /// Activations cast to f16 units first (mul_mm_cast.wgsl), of any of
+    /// the above but a norm or soft_max: with the sums of squares of a
+    /// norm run `ahead` in the same binding.
+    Cast { ahead: bool },
 }
 
 impl Prologue {
@@ -137,43 +141,62 @@ impl Prologue {
             Prologue::SiluMul => 5,
             Prologue::SoftMax { masked } => 6 + usize::from(masked),
             Prologue::Ahead => 8,
+            Prologue::Cast { ahead } => 9 + usize::from(ahead),
         }
     }
 }
 
+/// `X_CAST`: whether the kernel reads f16 units cast ahead of it
+/// (`x_unit` in mul_mat_vec.wgsl) instead of the prologue's activations.
+macro_rules! not_cast {
+    () => {
+        "const X_CAST: bool = false;\n"
+    };
+}
+const NOT_CAST: &str = not_cast!();
+const CAST: &str = "const X_CAST: bool = true;\n";
+
 /// The constants and functions of each [`Prologue`], by [`Prologue::index`].
 const PROLOGUES: [(&str, &str); PROLOGUE_COUNT] = [
-    ("", X_AS_IS),
+    (NOT_CAST, X_AS_IS),
     (
-        "const CENTER: bool = false;\nconst W_ES: u32 = 4u;\n",
+        concat!(not_cast!(), "const CENTER: bool = false;\nconst W_ES: u32 = 4u;\n"),
         X_NORMED,
     ),
     (
-        "const CENTER: bool = false;\nconst W_ES: u32 = 2u;\n",
+        concat!(not_cast!(), "const CENTER: bool = false;\nconst W_ES: u32 = 2u;\n"),
         X_NORMED,
     ),
     (
-        "const CENTER: bool = true;\nconst W_ES: u32 = 4u;\n",
+        concat!(not_cast!(), "const CENTER: bool = true;\nconst W_ES: u32 = 4u;\n"),
         X_NORMED,
     ),
     (
-        "const CENTER: bool = true;\nconst W_ES: u32 = 2u;\n",
+        concat!(not_cast!(), "const CENTER: bool = true;\nconst W_ES: u32 = 2u;\n"),
         X_NORMED,
     ),
-    ("", X_SILU_MUL),
+    (NOT_CAST, X_SILU_MUL),
     (
-        "fn mask_at(k: u32) -> f32 { return 0.0; }\n\
-         fn mask_quad(k: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n",
+        concat!(
+            not_cast!(),
+            "fn mask_at(k: u32) -> f32 { return 0.0; }\n\
+             fn mask_quad(k: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n"
+        ),
         X_SOFTMAXED,
     ),
     (
-        "fn mask_at(k: u32) -> f32 { return load_c(p.y.x + k * 4u); }\n\
-         fn mask_quad(k: u32) -> vec4<f32> { return bitcast<vec4<f32>>(c_quad(p.y.x + k * 4u)); }\n",
+        concat!(
+            not_cast!(),
+            "fn mask_at(k: u32) -> f32 { return load_c(p.y.x + k * 4u); }\n\
+             fn mask_quad(k: u32) -> vec4<f32> { return bitcast<vec4<f32>>(c_quad(p.y.x + k * 4u)); }\n"
+        ),
         X_SOFTMAXED,
     ),
-    ("", X_AHEAD),
+    (NOT_CAST, X_AHEAD),
+    (CAST, X_AS_IS),
+    (CAST, X_AHEAD),
 ];
-const PROLOGUE_COUNT: usize = 9;
+const PROLOGUE_COUNT: usize = 11;
 /// Columns per workgroup of the mat-vec kernel's variants.
 pub(super) const VEC_COLS: [usize; 3] = [1, 2, 4];
 const COLS_CONST: [&str; 3] = [
