@@ -52,6 +52,12 @@ pub struct Q8Row {
     shared: bool,
 }
 
+/// The most rows the prompt loops take together (one per 32-bit lane of
+/// an AVX-512 vector); they take them where the row index is a multiple of
+/// it, so callers that split rows at its multiples get the same results
+/// however they split them.
+pub const TILE_ROWS: usize = 16;
+
 /// Blocks of a 256-value super-block (K-quants, iq4_xs; ggml's q8_K).
 pub const SUPER: usize = 8;
 
@@ -242,10 +248,11 @@ impl RowDots {
     /// Dot products of each weight row in `bytes` (whole rows, dense
     /// blocks, one after another; the first is row `first_row` of its
     /// matrix) with each of `xs`, into `out`, a row's results after
-    /// another's. Rows whose index is a multiple of four may go four at a
-    /// time (results within rounding of one at a time), so a caller that
-    /// splits a matrix's rows at multiples of four gets the same results
-    /// however it splits them.
+    /// another's. Rows whose index is a multiple of four (or of
+    /// [`TILE_ROWS`]) may go four (or that many) at a time (results within
+    /// rounding of one at a time), so a caller that splits a matrix's rows
+    /// at multiples of [`TILE_ROWS`] gets the same results however it
+    /// splits them.
     pub fn rows(
         &self,
         bytes: &[u8],

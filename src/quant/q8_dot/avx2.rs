@@ -462,32 +462,41 @@ fn nibble_rows<B, const CODES: u8>(
     };
     let ahead = super::prefetch_rows::<B>(per_row);
     let mut unpacked = RowQuad::default();
-    let mut octet = super::vnni::RowOctet::default();
-    let octets = vnni && CODES != IQ4 && quads.len() > 0;
+    let mut tile = super::vnni::RowTile::default();
+    let tiles = vnni && CODES != IQ4 && quads.len() > 0;
+    const TILE: usize = super::TILE_ROWS;
     let mut r = 0;
     while r < n_rows {
         let dst = &mut out[r * n..];
-        if octets && (first_row + r).is_multiple_of(8) && r + 8 <= n_rows {
-            let rows: [&[B]; 8] = std::array::from_fn(|k| row(r + k));
+        if tiles && (first_row + r).is_multiple_of(TILE) && r + TILE <= n_rows {
+            let rows: [&[B]; TILE] = std::array::from_fn(|k| row(r + k));
             // SAFETY (each call): the CPU has AVX-512 VNNI (checked above).
-            unsafe { octet.unpack::<B, CODES>(rows, unpack) };
-            let mut put = |j: usize, (dots, offsets): ([f32; 8], [f32; 8])| {
+            unsafe { tile.unpack::<B, CODES>(rows, unpack) };
+            let mut put = |j: usize, (dots, offsets): ([f32; TILE], [f32; TILE])| {
                 for (k, (dot, offset)) in dots.into_iter().zip(offsets).enumerate() {
                     dst[k * n + j] = finish(dot, offset);
                 }
             };
+            // The next tile's rows are asked for a few per column quad,
+            // so that they are cached by the time they are unpacked (the
+            // unpacking waited on them: 11% of a 1B-class prompt's samples,
+            // 3% with the prefetches).
+            let n_quads = quads.len();
             for (q, x4) in quads.clone().enumerate() {
+                for k in q * TILE / n_quads..(q + 1) * TILE / n_quads {
+                    super::prefetch_row(blocks, per_row, r + TILE + k);
+                }
                 let x4 = [&x4[0], &x4[1], &x4[2], &x4[3]];
-                let cols = unsafe { super::vnni::octet_columns(&octet, x4) };
+                let cols = unsafe { super::vnni::row_tile_columns(&tile, x4) };
                 for (j, col) in cols.into_iter().enumerate() {
                     put(4 * q + j, col);
                 }
             }
             for (j, x) in rest.iter().enumerate() {
-                let [col] = unsafe { super::vnni::octet_columns(&octet, [x]) };
+                let [col] = unsafe { super::vnni::row_tile_columns(&tile, [x]) };
                 put(n - rest.len() + j, col);
             }
-            r += 8;
+            r += TILE;
         } else if quads.len() > 0 && (first_row + r).is_multiple_of(4) && r + 4 <= n_rows {
             let rows = [row(r), row(r + 1), row(r + 2), row(r + 3)];
             unpacked.unpack::<B, CODES>(rows, unpack);

@@ -135,10 +135,10 @@ fn assert_each_near(
 
 #[test]
 fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
-    // Thirteen rows by six columns: eight rows together (AVX-512 VNNI's
-    // nibble rows), tiles of four rows by four columns where the SIMD
-    // loops have them, single rows and columns around.
-    let (k, m, n) = (256, 13, 6);
+    // Twenty-nine rows by six columns: sixteen rows together (AVX-512
+    // VNNI's nibble rows), tiles of four rows by four columns where the
+    // SIMD loops have them, single rows and columns around.
+    let (k, m, n) = (256, 29, 6);
     let xs = quantized_columns(n, k, 21);
     for dtype in DType::ALL.into_iter().filter(|t| supports(*t)) {
         let rows = quantized_rows(dtype, m, k, 40);
@@ -146,8 +146,8 @@ fn row_groups_match_single_rows_and_do_not_depend_on_the_split() {
         let dots = RowDots::new(dtype, k).unwrap();
         let whole = rows_in_two_runs(&dots, &all, m, &xs, 0);
         // The same rows in two runs, split where a thread's part may
-        // start (a multiple of eight rows).
-        let parts = rows_in_two_runs(&dots, &all, m, &xs, 8);
+        // start (a multiple of sixteen rows).
+        let parts = rows_in_two_runs(&dots, &all, m, &xs, TILE_ROWS);
         assert_eq!(whole, parts, "{dtype}");
         let single = |row: &[u8], x: &Q8Row| Some(dot(dtype, row, x).unwrap());
         assert_each_near(dtype, &rows, &xs, &whole, single, 1e-5);

@@ -17,8 +17,9 @@ use std::arch::x86_64::*;
 
 use super::avx2::{
     codes, k_codes, nibble_codes, scale, scales_and_mins, sum8, KParts, Nibbles, RowQuad, IQ4,
+    PLAIN,
 };
-use super::Q8Row;
+use super::{Q8Row, TILE_ROWS};
 use crate::quant::BlockQ6K;
 
 /// Whether this CPU runs [`nibble_tile`].
@@ -414,53 +415,118 @@ pub fn q6_k_tile(rows: [&[BlockQ6K]; 4], xs: &[Q8Row; 4]) -> [f32; 16] {
     unsafe { cells.result() }
 }
 
-/// Eight weight rows' nibble blocks, unpacked once for all of a prompt's
-/// columns ([`octet_columns`] reads them): per block, eight vectors, one
-/// per group of four values, whose lane r holds row r's four codes of the
-/// group, then the rows' scales and offset factors.
+/// Sixteen weight rows' nibble blocks, unpacked once for all of a prompt's
+/// columns ([`row_tile_columns`] reads them): per block, eight vectors of
+/// sixteen words, one per group of four values, whose lane r holds row r's
+/// four codes of the group, then the rows' scales and offset factors.
 #[derive(Default)]
-pub struct RowOctet {
-    groups: Vec<[[u32; 8]; 8]>,
-    factors: Vec<[[f32; 8]; 2]>,
+pub struct RowTile {
+    groups: Vec<[[u32; TILE_ROWS]; 8]>,
+    factors: Vec<[[f32; TILE_ROWS]; 2]>,
 }
 
-impl RowOctet {
+impl RowTile {
     /// Unpacks `rows` (their common length of blocks) into `self`,
     /// reusing its memory. Not for [`IQ4`] codes, which are signed.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub fn unpack<B, const CODES: u8>(
         &mut self,
-        rows: [&[B]; 8],
+        rows: [&[B]; TILE_ROWS],
         unpack: impl Fn(&B) -> Nibbles<'_>,
     ) {
         let n_blocks = rows.iter().map(|r| r.len()).min().unwrap_or(0);
-        self.groups.resize(n_blocks, [[0; 8]; 8]);
-        self.factors.resize(n_blocks, [[0.0; 8]; 2]);
+        self.groups.resize(n_blocks, [[0; TILE_ROWS]; 8]);
+        self.factors.resize(n_blocks, [[0.0; TILE_ROWS]; 2]);
         let blocks = self.groups.iter_mut().zip(self.factors.iter_mut());
         for (i, (groups, factors)) in blocks.enumerate() {
             // Loops rather than array maps: through the maps' closures,
             // the target-feature calls were not inlined.
-            let mut codes = [_mm256_setzero_si256(); 8];
-            let mut halves = [[0i16; 8]; 2];
+            let mut halves = [[0i16; TILE_ROWS]; 2];
+            let mut qs = [&[0u8; 16]; TILE_ROWS];
+            let mut qh = [0u32; TILE_ROWS];
             for (r, row) in rows.iter().enumerate() {
-                let (qs, qh, [d, o]) = unpack(&row[i]);
-                codes[r] = nibble_codes::<CODES>(qs, qh);
+                let (q, h, [d, o]) = unpack(&row[i]);
+                (qs[r], qh[r]) = (q, h);
                 halves[0][r] = d.to_bits() as i16;
                 halves[1][r] = o.to_bits() as i16;
             }
-            for (group, v) in groups.iter_mut().zip(transpose8(codes)) {
-                // SAFETY: eight u32; unaligned.
-                unsafe { _mm256_storeu_si256(group.as_mut_ptr().cast(), v) };
-            }
+            *groups = match CODES {
+                PLAIN => plain_groups(&qs),
+                _ => coded_groups::<CODES>(&qs, &qh),
+            };
             for (f, h) in factors.iter_mut().zip(halves) {
-                // SAFETY: eight f16 read, eight f32 written; unaligned.
+                // SAFETY: sixteen f16 read, sixteen f32 written; unaligned.
                 unsafe {
-                    let v = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast()));
-                    _mm256_storeu_ps(f.as_mut_ptr(), v);
+                    let v = _mm512_cvtph_ps(_mm256_loadu_si256(h.as_ptr().cast()));
+                    _mm512_storeu_ps(f.as_mut_ptr(), v);
                 }
             }
         }
     }
+}
+
+/// Sixteen rows' plain nibble codes as [`RowTile`]'s groups: four words
+/// of each row's bytes, transposed (row r to lane r) in 128-bit lanes that
+/// hold four rows each, then split into their low nibbles (groups 0..4)
+/// and high nibbles (groups 4..8).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn plain_groups(qs: &[&[u8; 16]; TILE_ROWS]) -> [[u32; TILE_ROWS]; 8] {
+    // z[k]'s 128-bit lane l: row 4l + k's sixteen bytes.
+    let z: [__m512i; 4] = std::array::from_fn(|k| {
+        // SAFETY (each load): sixteen readable bytes; unaligned.
+        let lane = |l: usize| unsafe { _mm_loadu_si128(qs[4 * l + k].as_ptr().cast()) };
+        let lo = _mm256_set_m128i(lane(1), lane(0));
+        let hi = _mm256_set_m128i(lane(3), lane(2));
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+    });
+    // A 4 x 4 transpose of words within each 128-bit lane: word w of lane
+    // l of z[k] goes to word k of lane l of w[w], that is, to lane 4l + k.
+    let t = [
+        _mm512_unpacklo_epi32(z[0], z[1]),
+        _mm512_unpackhi_epi32(z[0], z[1]),
+        _mm512_unpacklo_epi32(z[2], z[3]),
+        _mm512_unpackhi_epi32(z[2], z[3]),
+    ];
+    let words = [
+        _mm512_unpacklo_epi64(t[0], t[2]),
+        _mm512_unpackhi_epi64(t[0], t[2]),
+        _mm512_unpacklo_epi64(t[1], t[3]),
+        _mm512_unpackhi_epi64(t[1], t[3]),
+    ];
+    let mask = _mm512_set1_epi8(0x0f);
+    let mut groups = [[0u32; TILE_ROWS]; 8];
+    for (w, v) in words.into_iter().enumerate() {
+        let lo = _mm512_and_si512(v, mask);
+        let hi = _mm512_and_si512(_mm512_srli_epi32::<4>(v), mask);
+        // SAFETY (both stores): sixteen u32; unaligned.
+        unsafe {
+            _mm512_storeu_si512(groups[w].as_mut_ptr().cast(), lo);
+            _mm512_storeu_si512(groups[4 + w].as_mut_ptr().cast(), hi);
+        }
+    }
+    groups
+}
+
+/// Sixteen rows' codes with their fifth bits (or another [`nibble_codes`]
+/// form) as [`RowTile`]'s groups: each row's 32 codes, eight rows
+/// transposed at a time.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn coded_groups<const CODES: u8>(
+    qs: &[&[u8; 16]; TILE_ROWS],
+    qh: &[u32; TILE_ROWS],
+) -> [[u32; TILE_ROWS]; 8] {
+    let mut groups = [[0u32; TILE_ROWS]; 8];
+    for at in [0, 8] {
+        let mut codes = [_mm256_setzero_si256(); 8];
+        for (r, c) in codes.iter_mut().enumerate() {
+            *c = nibble_codes::<CODES>(qs[at + r], qh[at + r]);
+        }
+        for (group, v) in groups.iter_mut().zip(transpose8(codes)) {
+            // SAFETY: eight u32 at 0 or 8 of sixteen; unaligned.
+            unsafe { _mm256_storeu_si256(group[at..].as_mut_ptr().cast(), v) };
+        }
+    }
+    groups
 }
 
 /// The 8 x 8 transpose of eight vectors of eight 32-bit words: word g of
@@ -503,51 +569,53 @@ fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
     ]
 }
 
-/// Eight unpacked rows times N columns: (Σ d dx Σ code·xq, Σ o dx Σ xq)
-/// of row r and column j at `[j].0[r]` and `[j].1[r]`. Each vector lane is
-/// one row, so per block and column eight `vpdpbusd` (codes times the
-/// column's four codes of a group, broadcast) sum a row's 32 products in
-/// integers, and one conversion and one multiply-add scale all eight rows:
-/// about a third of [`nibble_tile`]'s vector instructions per product,
-/// which converts and scales each row and column's dot separately.
+/// Sixteen unpacked rows times N columns: (Σ d dx Σ code·xq, Σ o dx Σ xq)
+/// of row r and column j at `[j].0[r]` and `[j].1[r]`. Each 32-bit lane of
+/// a 512-bit vector is one row, so per block and column eight `vpdpbusd`
+/// (codes times the column's four codes of a group, broadcast) sum sixteen
+/// rows' 32 products in integers, and one conversion and one multiply-add
+/// scale them all: about a sixth of [`nibble_tile`]'s vector instructions
+/// per product, which converts and scales each row and column's dot
+/// separately. (Eight rows in 256-bit vectors took twice the instructions;
+/// on a CPU with full-width 512-bit units that is twice the time.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub fn octet_columns<const N: usize>(
-    rows: &RowOctet,
+pub fn row_tile_columns<const N: usize>(
+    rows: &RowTile,
     xs: [&Q8Row; N],
-) -> [([f32; 8], [f32; 8]); N] {
+) -> [([f32; TILE_ROWS], [f32; TILE_ROWS]); N] {
     let cols = xs.map(|x| &x.packed[..]);
     let lens = cols.iter().map(|c| c.len()).chain([rows.groups.len()]);
     let n_blocks = lens.min().unwrap_or(0);
-    let mut dots = [_mm256_setzero_ps(); N];
-    let mut offsets = [_mm256_setzero_ps(); N];
+    let mut dots = [_mm512_setzero_ps(); N];
+    let mut offsets = [_mm512_setzero_ps(); N];
     for (i, groups) in rows.groups.iter().enumerate().take(n_blocks) {
-        let mut sums = [_mm256_setzero_si256(); N];
+        let mut sums = [_mm512_setzero_si512(); N];
         for (g, group) in groups.iter().enumerate() {
-            // SAFETY: eight u32; unaligned.
-            let c = unsafe { _mm256_loadu_si256(group.as_ptr().cast()) };
+            // SAFETY: sixteen u32; unaligned.
+            let c = unsafe { _mm512_loadu_si512(group.as_ptr().cast()) };
             for (s, col) in sums.iter_mut().zip(&cols) {
                 // The column's codes 4g..4g + 4 as one word, in every lane.
                 // SAFETY: word g of the block's 32 codes; unaligned.
                 let word = unsafe { col[i].q.as_ptr().cast::<i32>().add(g).read_unaligned() };
-                *s = _mm256_dpbusd_epi32(*s, c, _mm256_set1_epi32(word));
+                *s = _mm512_dpbusd_epi32(*s, c, _mm512_set1_epi32(word));
             }
         }
         let [d, o] = &rows.factors[i];
-        // SAFETY (both loads): eight f32; unaligned.
-        let (d, o) = unsafe { (_mm256_loadu_ps(d.as_ptr()), _mm256_loadu_ps(o.as_ptr())) };
+        // SAFETY (both loads): sixteen f32; unaligned.
+        let (d, o) = unsafe { (_mm512_loadu_ps(d.as_ptr()), _mm512_loadu_ps(o.as_ptr())) };
         for j in 0..N {
             let x = &cols[j][i];
-            let step = _mm256_mul_ps(d, _mm256_set1_ps(x.d));
-            dots[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), step, dots[j]);
-            offsets[j] = _mm256_fmadd_ps(o, _mm256_set1_ps(x.ds), offsets[j]);
+            let step = _mm512_mul_ps(d, _mm512_set1_ps(x.d));
+            dots[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[j]), step, dots[j]);
+            offsets[j] = _mm512_fmadd_ps(o, _mm512_set1_ps(x.ds), offsets[j]);
         }
     }
     std::array::from_fn(|j| {
-        let mut out = ([0.0f32; 8], [0.0f32; 8]);
-        // SAFETY (both stores): eight f32; unaligned.
+        let mut out = ([0.0f32; TILE_ROWS], [0.0f32; TILE_ROWS]);
+        // SAFETY (both stores): sixteen f32; unaligned.
         unsafe {
-            _mm256_storeu_ps(out.0.as_mut_ptr(), dots[j]);
-            _mm256_storeu_ps(out.1.as_mut_ptr(), offsets[j]);
+            _mm512_storeu_ps(out.0.as_mut_ptr(), dots[j]);
+            _mm512_storeu_ps(out.1.as_mut_ptr(), offsets[j]);
         }
         out
     })

@@ -67,11 +67,15 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
 
     // Work items are (batch, weight row); the result is gathered per batch after.
     let mut by_row = vec![0.0f32; b2 * b3 * m * n];
-    // The q8 loops take rows eight or four at a time where the row index
+    // The q8 loops take rows sixteen or four at a time where the row index
     // (counted over all batches) is a multiple of that: the threads' parts
-    // start at multiples of eight, so a row's result does not depend on
+    // start at multiples of sixteen, so a row's result does not depend on
     // the thread count.
-    let group = if quantized.is_some() && n >= 4 { 8 } else { 1 };
+    let group = if quantized.is_some() && n >= 4 {
+        q8_dot::TILE_ROWS
+    } else {
+        1
+    };
     parallel_fill(&mut by_row, group * n, threads, |first_group, part| {
         let first = first_group * group;
         let mut row = vec![0.0f32; k];
