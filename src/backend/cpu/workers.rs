@@ -10,7 +10,7 @@
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -28,12 +28,14 @@ type Task<'a> = dyn Fn(usize) + Sync + 'a;
 
 struct Shared {
     /// Bumped once per job; workers wait for it to change.
-    epoch: AtomicUsize,
-    /// The current job, set before `epoch` is bumped and valid until
-    /// `pending` is back to zero (see `Workers::run`).
-    task: Mutex<Option<&'static Task<'static>>>,
+    epoch: Padded<AtomicUsize>,
+    /// The current job (a reference to the caller's reference to it), set
+    /// before `epoch` is bumped and valid until `pending` is back to zero
+    /// (see `Workers::run`). An atomic rather than a lock: sixteen workers
+    /// taking one lock per op queued on it.
+    task: Padded<AtomicPtr<&'static Task<'static>>>,
     /// Workers (not counting the caller) still running the current job.
-    pending: AtomicUsize,
+    pending: Padded<AtomicUsize>,
     /// Set when a worker's part of the current job panicked.
     panicked: AtomicBool,
     /// Workers asleep or about to be, so a new job knows to wake them.
@@ -43,6 +45,19 @@ struct Shared {
     stop: AtomicBool,
     /// How long idle workers spin: [`SPIN`], or zero when oversubscribed.
     spin: Duration,
+}
+
+/// A value alone on its cache lines (two, for CPUs that fetch lines in
+/// pairs): the epoch the idle workers spin on is not invalidated by each
+/// worker's count of `pending`.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 /// Threads kept for a backend's life, `threads - 1` of them: the thread
@@ -67,9 +82,9 @@ impl Workers {
         let threads = threads.max(2);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shared = Arc::new(Shared {
-            epoch: AtomicUsize::new(0),
-            task: Mutex::new(None),
-            pending: AtomicUsize::new(0),
+            epoch: Padded(AtomicUsize::new(0)),
+            task: Padded(AtomicPtr::new(std::ptr::null_mut())),
+            pending: Padded(AtomicUsize::new(0)),
             panicked: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
             sleep: Mutex::new(()),
@@ -142,10 +157,12 @@ impl Workers {
         // below and their decrement of `pending`, and this function does
         // not return (nor unwind) before `pending` is zero, so the task
         // outlives every use of this lifetime-erased reference.
-        let erased: &'static Task<'static> = unsafe { std::mem::transmute(task) };
-        *lock(&shared.task) = Some(erased);
+        let mut erased: &'static Task<'static> = unsafe { std::mem::transmute(task) };
+        shared.task.store(&mut erased, Ordering::Relaxed);
         shared.panicked.store(false, Ordering::Relaxed);
         shared.pending.store(self.handles.len(), Ordering::Relaxed);
+        // Publishes the task and the count with it (SeqCst, for the
+        // sleepers' check below).
         shared.epoch.fetch_add(1, Ordering::SeqCst);
         if shared.sleepers.load(Ordering::SeqCst) > 0 {
             let _guard = lock(&shared.sleep);
@@ -162,7 +179,7 @@ impl Workers {
                 std::thread::yield_now();
             }
         }
-        *lock(&shared.task) = None;
+        shared.task.store(std::ptr::null_mut(), Ordering::Relaxed);
         if let Err(payload) = own {
             panic::resume_unwind(payload);
         }
@@ -203,7 +220,9 @@ fn work(shared: &Shared, index: usize) {
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
-        let task = *lock(&shared.task);
+        // SAFETY: set before the epoch this worker saw (read with Acquire)
+        // and valid until this worker decrements `pending` (see `run`).
+        let task = unsafe { shared.task.load(Ordering::Relaxed).as_ref() };
         if let Some(task) = task {
             if panic::catch_unwind(AssertUnwindSafe(|| task(index))).is_err() {
                 shared.panicked.store(true, Ordering::Relaxed);
