@@ -156,7 +156,8 @@ impl Workers {
         // SAFETY: the workers use the task only between the epoch bump
         // below and their decrement of `pending`, and this function does
         // not return (nor unwind) before `pending` is zero, so the task
-        // outlives every use of this lifetime-erased reference.
+        // outlives every use of this lifetime-erased reference, and so
+        // does `erased` itself, the slot on this stack they read it from.
         let mut erased: &'static Task<'static> = unsafe { std::mem::transmute(task) };
         shared.task.store(&mut erased, Ordering::Relaxed);
         shared.panicked.store(false, Ordering::Relaxed);

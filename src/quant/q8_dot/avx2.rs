@@ -447,7 +447,7 @@ fn nibble_rows<B, const CODES: u8>(
     let (quads, rest) = (xs.chunks_exact(4), &xs[n - n % 4..]);
     // The VNNI tile reads each column quad's scales side by side, gathered
     // once for all the rows, when a row quad first takes it (where rows go
-    // eight at a time, only the rows left over do).
+    // sixteen at a time, only the rows left over do).
     let vnni = super::vnni::available() && n_rows >= 4;
     let mut quad_scales: Option<Vec<Vec<[f32; 8]>>> = None;
     let gather_scales = || -> Vec<Vec<[f32; 8]>> {
