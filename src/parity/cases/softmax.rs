@@ -77,6 +77,9 @@ pub fn cases() -> Result<Vec<Case>> {
         [16, 1024, 1, 1],
         [1023, 15, 1, 1],
         [1024, 16, 1, 1],
+        // Past the rows a 256-wide workgroup reads once (four values each).
+        [1025, 3, 1, 1],
+        [2500, 2, 1, 1],
         [16, 16, 1, 3],
         [16, 2, 32, 1],
     ] {

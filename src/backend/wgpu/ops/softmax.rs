@@ -1,6 +1,7 @@
 //! soft_max with scale and an optional mask broadcast over dims 2 and 3: one
 //! workgroup per row, a max and a sum reduction. The mask is a second source
-//! when present, so the kernel comes in a one-source and a two-source form.
+//! when present, so the kernel comes in a one-source and a two-source form;
+//! rows short enough to sit in the workgroup's registers are read once.
 
 use super::{key, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
@@ -21,6 +22,11 @@ const ADD_MASK: &str = "fn mask_at(i: vec4<u32>) -> f32 {\n\
 const NO_MASK: &[&str] = &[READ_AS_IS, ADD_NOTHING, SOFT_MAX];
 const MASK: &[&str] = &[READ_AS_IS, ADD_MASK, SOFT_MAX];
 const CAUSAL: &[&str] = &[READ_CAUSAL, ADD_NOTHING, SOFT_MAX];
+/// Values each invocation holds of a row read once (`CACHE` in
+/// softmax.wgsl); longer rows are read in each of the three passes.
+const CACHED_PER_INVOCATION: u32 = 4;
+const CACHED: &str = "const CACHE: u32 = 4u;\n";
+const LOOPED: &str = "const CACHE: u32 = 0u;\n";
 
 pub fn supports(graph: &Graph, id: TensorId) -> bool {
     let node = graph.node(id);
@@ -59,9 +65,16 @@ fn rows(
     params.x = [scale.to_bits(), 0, 0, 0];
     params.y = [n_past, 0, 0, 0];
     let wg = enc.workgroup(256);
-    let rows = enc.graph.layout(srcs[0]).n_rows() as u32;
+    let layout = enc.graph.layout(srcs[0]);
+    let rows = layout.n_rows() as u32;
+    let cached = layout.ne[0] <= (CACHED_PER_INVOCATION * wg) as usize;
+    let defs = if cached { CACHED } else { LOOPED };
+    let mut key = key(enc, name, srcs, body, defs, true, wg);
+    if cached {
+        key.name.push_str("_cached");
+    }
     Ok(vec![Dispatch {
-        key: key(enc, name, srcs, body, "", true, wg),
+        key,
         bindings,
         params,
         workgroups: enc.grid(rows),
