@@ -1,7 +1,8 @@
 //! Node pairs that the wgpu backend computes in one dispatch (norm × weight,
 //! causal mask + soft_max, silu × up, rope into a cache by copy or by rows,
 //! mat-vec + residual, norm × weight, silu × up or soft_max folded into a mat-vec,
-//! an rms_norm run ahead by the mat-vec + residual before it),
+//! an rms_norm run ahead by the mat-vec + residual before it, a product
+//! stored into the copy of its permuted view),
 //! each also in a form where the first node has a second reader, so it must
 //! not be fused away.
 
@@ -208,6 +209,31 @@ pub fn cases() -> Result<Vec<Case>> {
                 "SOFT_MAX_MUL_MAT(type_v={kv_type},kv={n_kv},hd={hd},nh={n_head},nr={},mask={}{twice})",
                 n_head / n_head_kv,
                 u8::from(masked)
+            );
+            cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
+        }
+        // V times a prompt's attention weights, heads then merged side by
+        // side: the product stores straight into the merged copy.
+        for (kv_type, n_tokens, n_head, n_head_kv) in [
+            (DType::F16, 7, 6, 2),
+            (DType::F32, 1, 4, 4),
+            (DType::F16, 70, 4, 1),
+        ] {
+            let (n_kv, hd) = (37, 64);
+            let mut b = CaseBuilder::new(cases.len() as u64 + 1900);
+            let weights = b.uniform(DType::F32, &[n_kv, n_tokens, n_head], 0.0, 1.0)?;
+            let v = b.uniform(kv_type, &[n_kv, hd, n_head_kv], -1.0, 1.0)?;
+            let kqv = b.g.mul_mat(v, weights)?;
+            let merged = b.g.permute(kqv, [0, 2, 1, 3])?;
+            let mut out = b.g.cont(merged)?;
+            if read_twice {
+                let heads = b.g.cont(kqv)?;
+                let heads = b.g.reshape(heads, &[hd, n_head, n_tokens])?;
+                out = b.g.add(out, heads)?;
+            }
+            let name = format!(
+                "MUL_MAT_PERMUTE_CONT(type_v={kv_type},tokens={n_tokens},nh={n_head},nr={}{twice})",
+                n_head / n_head_kv
             );
             cases.push(b.case("fused", name, out, NMSE_MUL_MAT));
         }

@@ -22,12 +22,17 @@
 //!   cooperative matrices computes `silu(gate) * up` in the cast of its
 //!   activations instead.
 //!
+//! And a product stores straight into the contiguous copy of a permuted
+//! view of it ([`mul_mat_into_cont`]: the attention's heads merged side by
+//! side after V x weights), so the copy's dispatch goes away.
+//!
 //! Each computes what the pair does, operation for operation.
 
 use super::{elementwise, mul_mat, norm, rope, softmax, supports, Device, OpEncoder};
 use crate::backend::wgpu::plan::Dispatch;
 use crate::graph::{Graph, Op, TensorId};
-use crate::Result;
+use crate::tensor::MAX_DIMS;
+use crate::{DType, Result};
 
 /// A fusable pair, by kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +126,81 @@ pub fn softmax_into_mat_vec(
         && mul_mat::softmax_fits(dev, graph, sm, mm)
         && [sm, mm].iter().all(|&t| supports(dev, graph, t))
         && readers(sm) == 1
+}
+
+/// Where the contiguous copy `cpy` of a permuted view of the product `mm`
+/// holds each of `mm`'s elements: the byte strides by `mm`'s dims, when
+/// the product may store there itself (f32 both, the view the product's
+/// only reader and the copy the view's).
+pub fn mul_mat_into_cont(
+    dev: &Device,
+    graph: &Graph,
+    mm: TensorId,
+    cpy: TensorId,
+    readers: &mut impl FnMut(TensorId) -> u32,
+) -> Option<[usize; MAX_DIMS]> {
+    let (product, copy) = (graph.node(mm), graph.node(cpy));
+    let &[view] = copy.src.as_slice() else {
+        return None;
+    };
+    let v = graph.node(view);
+    let plain = product.op == Op::MulMat
+        && copy.op == Op::Cpy
+        && v.op == Op::View
+        && v.view_of == Some((mm, 0))
+        && !product.is_output
+        && !v.is_output
+        && product.layout.dtype == DType::F32
+        && copy.layout.dtype == DType::F32
+        && product.layout.is_contiguous()
+        && copy.layout.is_contiguous()
+        && supports(dev, graph, mm);
+    // The view reads the product twice over (as its source and as its
+    // bytes' owner), and nothing else may.
+    if !plain || readers(mm) != 2 || readers(view) != 1 {
+        return None;
+    }
+    // Each dim of the view must be one of the product's, moved.
+    let (pl, vl) = (&product.layout, &v.layout);
+    let mut strides = [0; MAX_DIMS];
+    let mut taken = [false; MAX_DIMS];
+    for j in (0..MAX_DIMS).filter(|&j| vl.ne[j] > 1) {
+        let i =
+            (0..MAX_DIMS).find(|&i| !taken[i] && pl.ne[i] == vl.ne[j] && pl.nb[i] == vl.nb[j])?;
+        taken[i] = true;
+        strides[i] = copy.layout.nb[j];
+    }
+    (0..MAX_DIMS)
+        .all(|i| taken[i] || pl.ne[i] == 1)
+        .then_some(strides)
+}
+
+/// The product `mm` stored into `enc`'s node (the copy of a permuted view
+/// of it) at `strides` ([`mul_mat_into_cont`]).
+pub fn encode_mul_mat_into(
+    enc: &OpEncoder,
+    mm: TensorId,
+    strides: [usize; MAX_DIMS],
+) -> Result<Vec<Dispatch>> {
+    let mut out = mul_mat::encode_into(enc, mm)?;
+    // The product's dispatch comes last (after a cast of its activations).
+    let Some(product) = out.last_mut() else {
+        return Err(enc.device.error("a product without a dispatch"));
+    };
+    let (Some(ne), Some(nb)) = (narrow(enc.graph.layout(mm).ne), narrow(strides)) else {
+        return Err(enc.device.error("a product too large to address"));
+    };
+    product.params.d.ne = ne;
+    product.params.d.nb = nb;
+    Ok(out)
+}
+
+fn narrow(v: [usize; MAX_DIMS]) -> Option<[u32; MAX_DIMS]> {
+    let mut out = [0; MAX_DIMS];
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = u32::try_from(x).ok()?;
+    }
+    Some(out)
 }
 
 /// What folding `first` and `mul` into the mat-vec `mm` needs beyond the

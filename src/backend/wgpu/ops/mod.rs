@@ -146,6 +146,13 @@ pub fn encode_all(
                 continue;
             }
         }
+        if let (true, Some(cpy)) = (dev.fuse, next) {
+            if let Some(strides) = fuse::mul_mat_into_cont(dev, graph, id, cpy, &mut readers_of) {
+                out.extend(fuse::encode_mul_mat_into(&encoder(cpy), id, strides)?);
+                fused_away = [Some(cpy), None, None, None, None, None];
+                continue;
+            }
+        }
         let fusion = next
             .filter(|_| dev.fuse)
             .and_then(|next| fuse::find(dev, graph, id, next, || readers_of(id)));

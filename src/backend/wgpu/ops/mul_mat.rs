@@ -330,6 +330,12 @@ pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
     encode_product(enc, enc.id, None, None, None)
 }
 
+/// The product `mm` into `enc`'s node (which the caller's parameters
+/// address as `mm`'s elements).
+pub fn encode_into(enc: &OpEncoder, mm: TensorId) -> Result<Vec<Dispatch>> {
+    encode_product(enc, mm, None, None, None)
+}
+
 /// `enc`'s node: the mat-vec `mm` of `silu(gate) * up` (the silu node
 /// `silu`, the mul `mul`), plus `residual` when given, in one dispatch;
 /// see [`silu_mul_fits`].
