@@ -120,6 +120,23 @@ pub(super) fn cast_off() -> bool {
     *OFF.get_or_init(|| std::env::var("WGINFER_COOP_CAST").is_ok_and(|v| v.trim() == "0"))
 }
 
+/// Products with fewer row tiles than this read their activations as
+/// they are: each workgroup of a column reads its activations once per
+/// row tile, so with one tile (the attention's V times its weights, a
+/// head's 64-128 rows) the cast only adds a pass over them.
+const CAST_MIN_ROW_TILES: usize = 2;
+
+/// [`CAST_MIN_ROW_TILES`], or `WGINFER_COOP_CAST_MIN_TILES`, for tuning.
+fn cast_min_row_tiles() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("WGINFER_COOP_CAST_MIN_TILES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(CAST_MIN_ROW_TILES)
+    })
+}
+
 /// The invocations (one per unit and column) and scratch bytes of the
 /// cast of activations `b`, when they fit the kernel's indices and a
 /// binding of the device.
@@ -153,7 +170,10 @@ pub(super) fn cast_activations(
     bindings: &mut [Binding],
     params: &mut Params,
 ) -> Option<Dispatch> {
-    if cast_off() {
+    // A folded silu x up needs the cast; otherwise it pays only where
+    // several row tiles read each activation.
+    let row_tiles = enc.graph.layout(a).ne[1].div_ceil(COOP_TILE);
+    if cast_off() || (up.is_none() && row_tiles < cast_min_row_tiles()) {
         return None;
     }
     let (invocations, bytes) = cast_size(enc.device, enc.graph, b)?;
