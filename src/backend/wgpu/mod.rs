@@ -75,10 +75,12 @@ pub struct WgpuOptions {
     /// default (`None`) is `WGINFER_FOLD_ACTIVATIONS` (`1` or `0`) when set,
     /// else folds on every adapter that is not a CPU.
     pub fold_activations: Option<bool>,
-    /// Dispatches recorded per queue submission within a split. Submitting
-    /// every few dozen dispatches lets the GPU start on a split while the
-    /// host is still recording the rest of it, as llama.cpp's Vulkan
-    /// backend does; a CPU-type adapter shares the host's cores, so the
+    /// Dispatches recorded per queue submission within a split, at most:
+    /// a split's first submission carries eight, each after it twice as
+    /// many up to this. Submitting every few dozen dispatches lets the GPU
+    /// start on a split while the host is still recording the rest of it,
+    /// as llama.cpp's Vulkan backend does, and a small first one lets it
+    /// start early; a CPU-type adapter shares the host's cores, so the
     /// default (`None`) is `WGINFER_SUBMIT_EVERY` when set, else
     /// [`SUBMIT_EVERY`] on GPUs and one submission per split on CPUs.
     /// `Some(0)` means one submission per split.

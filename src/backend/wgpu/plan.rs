@@ -1,6 +1,7 @@
 //! Running a split: its dispatches are recorded into command encoders of
-//! one compute pass each, submitted every `submit_every` dispatches (once,
-//! on CPU-type adapters) so that a GPU starts while the rest is recorded. Pipelines come from the kernel
+//! one compute pass each, submitted in runs that grow from a few to
+//! `submit_every` dispatches (once, on CPU-type adapters) so that a GPU
+//! starts while the rest is recorded. Pipelines come from the kernel
 //! cache and bind groups from a cache keyed by kernel and buffer windows, so
 //! a new graph of the same shape builds nothing new: only parameters change.
 //!
@@ -72,6 +73,31 @@ pub struct DispatchStats {
     /// Whether the dispatches were encoded from the graph (false when the
     /// same graph's split ran before and its recording was reused).
     pub encoded: bool,
+}
+
+/// Dispatches in a split's first submission at most: the GPU idles until
+/// it arrives, so it is small, and each after it twice the one before, up
+/// to `submit_every`, so the host records ahead of the GPU at once.
+const FIRST_SUBMISSION: usize = 8;
+
+/// The ranges of `n` dispatches submitted one after another (one range
+/// when `submit_every` is `usize::MAX`: one submission per split).
+fn submissions(n: usize, submit_every: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let mut start = 0;
+    let mut size = match submit_every {
+        usize::MAX => usize::MAX,
+        every => FIRST_SUBMISSION.min(every).max(1),
+    };
+    std::iter::from_fn(move || {
+        if start >= n {
+            return None;
+        }
+        let end = n.min(start.saturating_add(size));
+        let range = start..end;
+        start = end;
+        size = size.saturating_mul(2).min(submit_every);
+        Some(range)
+    })
 }
 
 /// Bind groups not used for this many runs are dropped (they keep buffers alive).
@@ -276,7 +302,9 @@ impl PlanCache {
         let mut submits = 0;
         let mut profiled = Ok(());
         dev.catch(|| {
-            for (c, chunk) in steps.chunks(per_submit).enumerate() {
+            for range in submissions(steps.len(), per_submit) {
+                let first = range.start;
+                let chunk = &steps[range];
                 let mut encoder =
                     dev.gpu
                         .device
@@ -288,7 +316,6 @@ impl PlanCache {
                         label: Some("wginfer split"),
                         timestamp_writes: None,
                     });
-                    let first = c * per_submit;
                     for (i, step) in chunk.iter().enumerate() {
                         if let Some(p) = &self.profiler {
                             p.stamp(&mut pass, i);
@@ -339,5 +366,25 @@ impl PlanCache {
         self.bind_groups
             .retain(|_, (_, used)| run - *used < KEEP_RUNS);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::submissions;
+
+    #[test]
+    fn submissions_grow_to_the_limit_and_cover_every_dispatch() {
+        let sizes = |n, every| submissions(n, every).map(|r| r.len()).collect::<Vec<_>>();
+        assert_eq!(sizes(182, 64), [8, 16, 32, 64, 62]);
+        assert_eq!(sizes(5, 64), [5]);
+        assert_eq!(sizes(0, 64), Vec::<usize>::new());
+        assert_eq!(sizes(20, 4), [4, 4, 4, 4, 4]);
+        assert_eq!(sizes(3, usize::MAX), [3]);
+        assert_eq!(sizes(500, usize::MAX), [500]);
+        let ranges: Vec<_> = submissions(1000, 64).collect();
+        assert_eq!(ranges.first().map(|r| r.start), Some(0));
+        assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+        assert_eq!(ranges.last().map(|r| r.end), Some(1000));
     }
 }
