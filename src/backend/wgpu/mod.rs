@@ -76,8 +76,8 @@ pub struct WgpuOptions {
     /// else folds on every adapter that is not a CPU.
     pub fold_activations: Option<bool>,
     /// Dispatches recorded per queue submission within a split, at most:
-    /// a split's first submission carries eight, each after it twice as
-    /// many up to this. Submitting every few dozen dispatches lets the GPU
+    /// when the GPU has finished everything before, a split's first
+    /// submission carries eight, each after it twice as many up to this. Submitting every few dozen dispatches lets the GPU
     /// start on a split while the host is still recording the rest of it,
     /// as llama.cpp's Vulkan backend does, and a small first one lets it
     /// start early; a CPU-type adapter shares the host's cores, so the

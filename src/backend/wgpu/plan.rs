@@ -80,13 +80,21 @@ pub struct DispatchStats {
 /// to `submit_every`, so the host records ahead of the GPU at once.
 const FIRST_SUBMISSION: usize = 8;
 
-/// The ranges of `n` dispatches submitted one after another (one range
-/// when `submit_every` is `usize::MAX`: one submission per split).
-fn submissions(n: usize, submit_every: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+/// The ranges of `n` dispatches submitted one after another: growing from
+/// [`FIRST_SUBMISSION`] when the GPU `idles` until they come, else (it is
+/// still running the last run, as a pipelined decode's steps) all of
+/// `submit_every`; one range when that is `usize::MAX` (one submission per
+/// split).
+fn submissions(
+    n: usize,
+    submit_every: usize,
+    idles: bool,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
     let mut start = 0;
     let mut size = match submit_every {
         usize::MAX => usize::MAX,
-        every => FIRST_SUBMISSION.min(every).max(1),
+        every if idles => FIRST_SUBMISSION.min(every).max(1),
+        every => every.max(1),
     };
     std::iter::from_fn(move || {
         if start >= n {
@@ -114,6 +122,10 @@ pub struct PlanCache {
     recorded: Vec<Recorded>,
     uniforms: Option<Uniforms>,
     run: u64,
+    /// Cleared at each run's last submission, set again when the GPU has
+    /// done it (as the host waits on a readback): whether the GPU idles
+    /// while the next run is recorded.
+    gpu_busy: Arc<std::sync::atomic::AtomicBool>,
     pub last_stats: DispatchStats,
     pub totals: crate::backend::Counters,
 }
@@ -301,8 +313,9 @@ impl PlanCache {
         };
         let mut submits = 0;
         let mut profiled = Ok(());
+        let idles = !self.gpu_busy.load(std::sync::atomic::Ordering::Acquire);
         dev.catch(|| {
-            for range in submissions(steps.len(), per_submit) {
+            for range in submissions(steps.len(), per_submit, idles) {
                 let first = range.start;
                 let chunk = &steps[range];
                 let mut encoder =
@@ -356,6 +369,12 @@ impl PlanCache {
             }
         })?;
         profiled?;
+        self.gpu_busy
+            .store(true, std::sync::atomic::Ordering::Release);
+        let busy = Arc::clone(&self.gpu_busy);
+        dev.gpu.queue.on_submitted_work_done(move || {
+            busy.store(false, std::sync::atomic::Ordering::Release)
+        });
         if let Some(p) = self.profiler.as_mut() {
             p.count_run();
         }
@@ -375,14 +394,20 @@ mod tests {
 
     #[test]
     fn submissions_grow_to_the_limit_and_cover_every_dispatch() {
-        let sizes = |n, every| submissions(n, every).map(|r| r.len()).collect::<Vec<_>>();
+        let sizes = |n, every| {
+            submissions(n, every, true)
+                .map(|r| r.len())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(sizes(182, 64), [8, 16, 32, 64, 62]);
         assert_eq!(sizes(5, 64), [5]);
         assert_eq!(sizes(0, 64), Vec::<usize>::new());
         assert_eq!(sizes(20, 4), [4, 4, 4, 4, 4]);
         assert_eq!(sizes(3, usize::MAX), [3]);
         assert_eq!(sizes(500, usize::MAX), [500]);
-        let ranges: Vec<_> = submissions(1000, 64).collect();
+        let busy: Vec<_> = submissions(182, 64, false).map(|r| r.len()).collect();
+        assert_eq!(busy, [64, 64, 54]);
+        let ranges: Vec<_> = submissions(1000, 64, true).collect();
         assert_eq!(ranges.first().map(|r| r.start), Some(0));
         assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
         assert_eq!(ranges.last().map(|r| r.end), Some(1000));
