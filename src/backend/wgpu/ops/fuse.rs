@@ -175,34 +175,6 @@ pub fn mul_mat_into_cont(
         .then_some(strides)
 }
 
-/// The product `mm` stored into `enc`'s node (the copy of a permuted view
-/// of it) at `strides` ([`mul_mat_into_cont`]).
-pub fn encode_mul_mat_into(
-    enc: &OpEncoder,
-    mm: TensorId,
-    strides: [usize; MAX_DIMS],
-) -> Result<Vec<Dispatch>> {
-    let mut out = mul_mat::encode_into(enc, mm)?;
-    // The product's dispatch comes last (after a cast of its activations).
-    let Some(product) = out.last_mut() else {
-        return Err(enc.device.error("a product without a dispatch"));
-    };
-    let (Some(ne), Some(nb)) = (narrow(enc.graph.layout(mm).ne), narrow(strides)) else {
-        return Err(enc.device.error("a product too large to address"));
-    };
-    product.params.d.ne = ne;
-    product.params.d.nb = nb;
-    Ok(out)
-}
-
-fn narrow(v: [usize; MAX_DIMS]) -> Option<[u32; MAX_DIMS]> {
-    let mut out = [0; MAX_DIMS];
-    for (o, x) in out.iter_mut().zip(v) {
-        *o = u32::try_from(x).ok()?;
-    }
-    Some(out)
-}
-
 /// What folding `first` and `mul` into the mat-vec `mm` needs beyond the
 /// ops' kinds: neither is an output or a view, the kernel `fits`, the device
 /// runs all three, and `mm` is the only reader of each.

@@ -148,7 +148,7 @@ pub fn encode_all(
         }
         if let (true, Some(cpy)) = (dev.fuse, next) {
             if let Some(strides) = fuse::mul_mat_into_cont(dev, graph, id, cpy, &mut readers_of) {
-                out.extend(fuse::encode_mul_mat_into(&encoder(cpy), id, strides)?);
+                out.extend(mul_mat::encode_into(&encoder(cpy), id, strides)?);
                 fused_away = [Some(cpy), None, None, None, None, None];
                 continue;
             }

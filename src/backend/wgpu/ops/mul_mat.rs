@@ -24,6 +24,7 @@
 
 mod coop;
 mod fits;
+mod fused;
 mod vec_bodies;
 mod vec_cast;
 
@@ -32,6 +33,11 @@ use coop::{
     MM_COOP,
 };
 pub use fits::{ahead_fits, norm_fits, residual_fits, silu_mul_fits, softmax_fits};
+pub use fused::{
+    encode_into, encode_norm_ahead, encode_normed, encode_plus_residual, encode_silu_mul,
+    encode_softmaxed, Producer,
+};
+use fused::{Activation, Fusion, NONE};
 
 use super::decoders::defs;
 use super::{key, workgroup_within, OpEncoder};
@@ -327,94 +333,7 @@ fn dispatch(
 }
 
 pub fn encode(enc: &OpEncoder) -> Result<Vec<Dispatch>> {
-    encode_product(enc, enc.id, None, None, None)
-}
-
-/// The product `mm` into `enc`'s node (which the caller's parameters
-/// address as `mm`'s elements).
-pub fn encode_into(enc: &OpEncoder, mm: TensorId) -> Result<Vec<Dispatch>> {
-    encode_product(enc, mm, None, None, None)
-}
-
-/// `enc`'s node: the mat-vec `mm` of `silu(gate) * up` (the silu node
-/// `silu`, the mul `mul`), plus `residual` when given, in one dispatch;
-/// see [`silu_mul_fits`].
-pub fn encode_silu_mul(
-    enc: &OpEncoder,
-    silu: TensorId,
-    mul: TensorId,
-    mm: TensorId,
-    residual: Option<TensorId>,
-) -> Result<Vec<Dispatch>> {
-    encode_product(
-        enc,
-        mm,
-        residual,
-        Some(Activation::SiluMul(silu, mul)),
-        None,
-    )
-}
-
-/// The product `mm` plus `residual` into `enc`'s node (an `add`), in one
-/// mat-vec dispatch; see [`residual_fits`].
-pub fn encode_plus_residual(
-    enc: &OpEncoder,
-    mm: TensorId,
-    residual: TensorId,
-) -> Result<Vec<Dispatch>> {
-    encode_product(enc, mm, Some(residual), None, None)
-}
-
-/// `enc`'s node, a mat-vec of `norm(x) * weight` (the norm node `norm` and
-/// the mul `mul`), computed from `x` in one dispatch; see [`norm_fits`].
-pub fn encode_normed(enc: &OpEncoder, norm: TensorId, mul: TensorId) -> Result<Vec<Dispatch>> {
-    encode_product(enc, enc.id, None, Some(Activation::Norm(norm, mul)), None)
-}
-
-/// `enc`'s node, a mat-vec of `soft_max(scores)` (the node `sm`),
-/// computed from the scores in one dispatch; see [`softmax_fits`].
-pub fn encode_softmaxed(enc: &OpEncoder, sm: TensorId) -> Result<Vec<Dispatch>> {
-    encode_product(enc, enc.id, None, Some(Activation::SoftMax(sm)), None)
-}
-
-/// `enc`'s node (the residual add after a mat-vec, which `producer`
-/// computes) with the rms_norm after it run ahead for the mat-vec that
-/// reads the norm times its weight (`[norm, mul, mm]`): two dispatches; see
-/// [`ahead_fits`].
-pub fn encode_norm_ahead(
-    enc: &OpEncoder,
-    producer: Producer,
-    [norm, mul, mm]: [TensorId; 3],
-) -> Result<Vec<Dispatch>> {
-    let weight = enc.graph.node(mul).src[1];
-    let residual = enc.src(1);
-    let (product, activation) = match producer {
-        Producer::Product(mm) => (mm, None),
-        Producer::SiluMul { silu, mul, mm } => (mm, Some(Activation::SiluMul(silu, mul))),
-    };
-    let mut out = encode_product(enc, product, Some(residual), activation, Some(weight))?;
-    let next = OpEncoder { id: mm, ..*enc };
-    out.extend(encode_product(
-        &next,
-        mm,
-        None,
-        Some(Activation::Ahead(norm)),
-        None,
-    )?);
-    Ok(out)
-}
-
-/// The mat-vec before the residual add that runs an rms_norm ahead.
-#[derive(Clone, Copy)]
-pub enum Producer {
-    /// The product `mm`.
-    Product(TensorId),
-    /// The product `mm` of `silu(gate) * up` (the nodes `silu` and `mul`).
-    SiluMul {
-        silu: TensorId,
-        mul: TensorId,
-        mm: TensorId,
-    },
+    encode_product(enc, enc.id, NONE)
 }
 
 /// Where a norm run ahead leaves its results in the device's scratch
@@ -445,31 +364,15 @@ fn quads_aligned(params: &Params, prologue: Prologue) -> bool {
     columns_aligned && operands_aligned
 }
 
-/// Nodes before a mat-vec that it computes as it loads its activations.
-#[derive(Clone, Copy)]
-enum Activation {
-    /// A soft_max node.
-    SoftMax(TensorId),
-    /// A norm node and the mul by its weight.
-    Norm(TensorId, TensorId),
-    /// A silu node (of the gate) and the mul by up.
-    SiluMul(TensorId, TensorId),
-    /// An rms_norm node run ahead by the mat-vec before (its product with
-    /// the weight and the sums of squares in the device's scratch).
-    Ahead(TensorId),
-}
-
-/// The product of node `mm`'s sources stored into `enc`'s node, plus
-/// `residual` when given; with `activation`, the activations are computed
-/// on load from the inputs of the nodes it names; with `ahead` (an rms_norm's
-/// weight, and a residual), the next rms_norm is run ahead.
-fn encode_product(
-    enc: &OpEncoder,
-    mm: TensorId,
-    residual: Option<TensorId>,
-    activation: Option<Activation>,
-    ahead: Option<TensorId>,
-) -> Result<Vec<Dispatch>> {
+/// The product of node `mm`'s sources stored into `enc`'s node, with what
+/// `fusion` names.
+fn encode_product(enc: &OpEncoder, mm: TensorId, fusion: Fusion) -> Result<Vec<Dispatch>> {
+    let Fusion {
+        residual,
+        activation,
+        ahead,
+        into,
+    } = fusion;
     let a = enc.graph.node(mm).src[0];
     let b = match activation {
         Some(
@@ -486,6 +389,16 @@ fn encode_product(
     };
     let (mut bindings, mut params) = enc.bind_all(&[a, b])?;
     params.x = words;
+    if let Some(nb) = into {
+        let ne = enc.graph.layout(mm).ne;
+        let held = Layout {
+            dtype: enc.graph.layout(enc.id).dtype,
+            ne,
+            nb,
+        };
+        params.d = TensorParams::new(&held, params.d.offset as usize)
+            .ok_or_else(|| enc.device.error("a product too large to address"))?;
+    }
     let mut srcs = vec![a, b];
     let mut prologue = Prologue::None;
     // A third source (residual or norm weight) binds before the destination.
