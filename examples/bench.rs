@@ -130,7 +130,7 @@ fn run(a: &Args) -> wginfer::Result<()> {
             .collect::<wginfer::Result<Vec<_>>>()?;
         pp = Some(speed(a.n_prompt, &runs));
     }
-    let (mut tg, mut per_token) = (None, None);
+    let (mut tg, mut per_token, mut gpu_us) = (None, None, None);
     let mut split = [0.0f64; 4];
     if a.n_gen > 0 {
         tg_once(&mut m, &mut rng, a.n_gen.min(8), &mut [0.0; 4])?;
@@ -144,6 +144,13 @@ fn run(a: &Args) -> wginfer::Result<()> {
             per_token = Some((
                 (after.dispatches - before.dispatches) as f64 / steps,
                 (after.submits - before.submits) as f64 / steps,
+            ));
+        }
+        if after.gpu_timed_runs > before.gpu_timed_runs {
+            let us = |a: u64, b: u64| (a - b) as f64 / 1e3 / steps;
+            gpu_us = Some((
+                us(after.gpu_busy_ns, before.gpu_busy_ns),
+                us(after.gpu_span_ns, before.gpu_span_ns),
             ));
         }
         tg = Some(speed(a.n_gen, &runs));
@@ -180,7 +187,8 @@ fn run(a: &Args) -> wginfer::Result<()> {
              \"n_prompt\": {}, \"n_gen\": {}, \"repetitions\": {reps}, \"pp_tok_s\": {}, \
              \"pp_std\": {}, \"tg_tok_s\": {}, \"tg_std\": {}, \"gen_tok_s\": {}, \"gen_std\": {}, \
              \"pipelined\": {}, \"gen_sampled\": {}, \"dispatches_per_token\": {}, \
-             \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"copies\": {}, \"read\": {}}}}}",
+             \"submits_per_token\": {}, \"decode_host_us\": {{\"prepare\": {}, \"run\": {}, \"copies\": {}, \"read\": {}}}, \
+             \"decode_gpu_us\": {}}}",
             json_str(&name),
             json_str(&info.kind),
             info.adapter.as_deref().map_or("null".into(), json_str),
@@ -207,6 +215,11 @@ fn run(a: &Args) -> wginfer::Result<()> {
             json_num(us(split[1])),
             json_num(us(split[3])),
             json_num(us(split[2])),
+            gpu_us.map_or("null".into(), |(busy, span)| format!(
+                "{{\"busy\": {}, \"span\": {}}}",
+                json_num(busy),
+                json_num(span)
+            )),
         );
     } else {
         println!("{}", common::placement_note(&m));
@@ -246,6 +259,12 @@ fn run(a: &Args) -> wginfer::Result<()> {
                 us(split[1]),
                 us(split[3]),
                 us(split[2])
+            );
+        }
+        if let Some((busy, span)) = gpu_us {
+            println!(
+                "decode per token on the GPU: kernels {busy:.0} us, first to last {span:.0} us \
+                 (timestamps at each submission's start and end, WGINFER_GPU_TIMER)"
             );
         }
     }

@@ -331,6 +331,47 @@ fn the_perf_logger_times_every_kernel_of_a_run() {
     }
 }
 
+/// The GPU timer measures every run, in one submission or several, and
+/// leaves the results alone.
+#[test]
+fn the_gpu_timer_times_every_run() {
+    use wginfer::backend::wgpu::WgpuOptions;
+    // One submission per dispatch: three passes per run, two gaps.
+    let Some(gpu) = common::gpu_with(&WgpuOptions {
+        gpu_timer: Some(true),
+        submit_every: Some(1),
+        ..WgpuOptions::default()
+    }) else {
+        return;
+    };
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[64, 2]).unwrap();
+    let y = g.scale(x, 2.0).unwrap();
+    let z = g.rms_norm(y, 1e-5).unwrap();
+    let w = g.scale(z, 3.0).unwrap();
+    g.set_output(w).unwrap();
+    gpu.allocate_graph(&mut g).unwrap();
+    gpu.write_f32(&g, x, &[0.5; 128]).unwrap();
+    let before = gpu.counters();
+    for _ in 0..70 {
+        gpu.compute(&g, &g.compute_order()).unwrap();
+    }
+    let out = gpu.read_f32(&g, w).unwrap();
+    assert!(out.iter().all(|v| (v - 3.0).abs() < 1e-3), "{out:?}");
+    let after = gpu.counters();
+    // Seventy runs: the ring of 64 was read once on the way, the rest now.
+    assert_eq!(
+        after.gpu_timed_runs - before.gpu_timed_runs,
+        70,
+        "{after:?}"
+    );
+    assert_eq!(after.submits - before.submits, 3 * 70);
+    assert!(after.gpu_busy_ns > 0, "{after:?}");
+    assert!(after.gpu_span_ns >= after.gpu_busy_ns, "{after:?}");
+    // Asking again reads nothing new.
+    assert_eq!(gpu.counters(), after);
+}
+
 /// The device sampler (top-k, top-p, min-p, temperature and a draw on the
 /// GPU) picks the CPU sampler's token for the same logits and seed, draw
 /// after draw, for llama.cpp's default chain and other settings.

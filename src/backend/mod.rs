@@ -19,6 +19,28 @@ pub struct Counters {
     pub dispatches: u64,
     /// Queue submissions.
     pub submits: u64,
+    /// Split runs whose GPU time was measured (with a GPU timer: see
+    /// `WgpuOptions::gpu_timer`; 0 without one).
+    pub gpu_timed_runs: u64,
+    /// Nanoseconds the GPU spent running those runs' kernels.
+    pub gpu_busy_ns: u64,
+    /// Nanoseconds from each of those runs' first kernel to its last one's
+    /// end (its busy time plus the gaps between its submissions).
+    pub gpu_span_ns: u64,
+}
+
+impl std::ops::Add for Counters {
+    type Output = Counters;
+
+    fn add(self, o: Counters) -> Counters {
+        Counters {
+            dispatches: self.dispatches + o.dispatches,
+            submits: self.submits + o.submits,
+            gpu_timed_runs: self.gpu_timed_runs + o.gpu_timed_runs,
+            gpu_busy_ns: self.gpu_busy_ns + o.gpu_busy_ns,
+            gpu_span_ns: self.gpu_span_ns + o.gpu_span_ns,
+        }
+    }
 }
 
 /// One range for [`Backend::read_buffers`]: bytes of `buffer` from `offset`

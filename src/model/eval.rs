@@ -218,10 +218,7 @@ impl Evaluator {
         self.backends()
             .iter()
             .map(|b| b.counters())
-            .fold(Counters::default(), |a, b| Counters {
-                dispatches: a.dispatches + b.dispatches,
-                submits: a.submits + b.submits,
-            })
+            .fold(Counters::default(), |a, b| a + b)
     }
 
     /// Evaluates `tokens` at positions `n_past..` in batches of at most

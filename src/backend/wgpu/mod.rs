@@ -9,6 +9,7 @@
 mod block_layouts;
 mod buffer;
 mod gpu;
+mod gpu_timer;
 mod kernels;
 mod ops;
 mod params;
@@ -90,6 +91,12 @@ pub struct WgpuOptions {
     /// then waits for its timestamps: for finding where time goes, not for
     /// measuring speed.
     pub perf_logger: Option<bool>,
+    /// Measure each split run's GPU time from timestamps at its
+    /// submissions' starts and ends (two per submission; nothing waits for
+    /// them), reported through [`Backend::counters`]:
+    /// busy and span nanoseconds; the default (`None`) follows
+    /// `WGINFER_GPU_TIMER`. Off while the perf logger runs.
+    pub gpu_timer: Option<bool>,
     /// Row groups of the mat-vec kernel's workgroups (1, 2, 4 or 8, each
     /// four rows sharing the workgroup's activation loads through the
     /// cache; another value is an error at [`WgpuBackend::new`]);
@@ -373,7 +380,13 @@ impl WgpuBackend {
                     .unwrap_or(if is_cpu { 0 } else { usize::MAX })
             }),
         };
-        let plans = plan::PlanCache::new(profile::Profiler::new(&dev, options.perf_logger));
+        let profiler = profile::Profiler::new(&dev, options.perf_logger);
+        // The perf logger's waits would be timed too.
+        let timer = match profiler {
+            Some(_) => None,
+            None => gpu_timer::GpuTimer::new(&dev, options.gpu_timer),
+        };
+        let plans = plan::PlanCache::new(profiler, timer);
         Ok(WgpuBackend {
             dev,
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
@@ -518,7 +531,16 @@ impl Backend for WgpuBackend {
     }
 
     fn counters(&self) -> Counters {
-        self.plans.lock().map(|p| p.totals).unwrap_or_default()
+        let Ok(mut plans) = self.plans.lock() else {
+            return Counters::default();
+        };
+        match plans.counters(&self.dev) {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("{e}");
+                plans.totals
+            }
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::gpu_timer::{self, GpuTimer};
 use super::kernels::{uniform_layout, Kernel, KernelCache, KernelKey};
 use super::params::{Params, PARAMS_SIZE};
 use super::profile::{self, Profiler};
@@ -118,6 +119,8 @@ type BindKey = (usize, Vec<Binding>);
 pub struct PlanCache {
     /// GPU time per kernel, when `WGINFER_PERF_LOGGER` asks for it.
     profiler: Option<Profiler>,
+    /// GPU time per run, when `WGINFER_GPU_TIMER` asks for it.
+    timer: Option<GpuTimer>,
     bind_groups: HashMap<BindKey, (wgpu::BindGroup, u64)>,
     recorded: Vec<Recorded>,
     uniforms: Option<Uniforms>,
@@ -176,11 +179,27 @@ impl Uniforms {
 }
 
 impl PlanCache {
-    pub fn new(profiler: Option<Profiler>) -> PlanCache {
+    pub fn new(profiler: Option<Profiler>, timer: Option<GpuTimer>) -> PlanCache {
         PlanCache {
             profiler,
+            timer,
             ..PlanCache::default()
         }
+    }
+
+    /// Dispatches and submits so far, with the GPU timer's totals (read
+    /// now, waiting for the GPU) when there is one.
+    pub fn counters(&mut self, dev: &Device) -> Result<crate::backend::Counters> {
+        let timed = match self.timer.as_mut() {
+            Some(t) => t.totals(dev)?,
+            None => crate::backend::Counters::default(),
+        };
+        Ok(crate::backend::Counters {
+            gpu_timed_runs: timed.gpu_timed_runs,
+            gpu_busy_ns: timed.gpu_busy_ns,
+            gpu_span_ns: timed.gpu_span_ns,
+            ..self.totals
+        })
     }
 
     /// GPU time per kernel so far, when profiling.
@@ -314,8 +333,14 @@ impl PlanCache {
         let mut submits = 0;
         let mut profiled = Ok(());
         let idles = !self.gpu_busy.load(std::sync::atomic::Ordering::Acquire);
+        let passes = submissions(steps.len(), per_submit, idles).count();
+        let timer = self
+            .timer
+            .as_ref()
+            .filter(|_| passes <= gpu_timer::MAX_PASSES);
+        let timed = timer.is_some();
         dev.catch(|| {
-            for range in submissions(steps.len(), per_submit, idles) {
+            for (pass_index, range) in submissions(steps.len(), per_submit, idles).enumerate() {
                 let first = range.start;
                 let chunk = &steps[range];
                 let mut encoder =
@@ -327,7 +352,7 @@ impl PlanCache {
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some("wginfer split"),
-                        timestamp_writes: None,
+                        timestamp_writes: timer.map(|t| t.writes(pass_index)),
                     });
                     for (i, step) in chunk.iter().enumerate() {
                         if let Some(p) = &self.profiler {
@@ -353,6 +378,9 @@ impl PlanCache {
                 if let Some(p) = &self.profiler {
                     p.resolve(&mut encoder, chunk.len());
                 }
+                if let Some(t) = timer.filter(|_| pass_index + 1 == passes) {
+                    t.resolve(&mut encoder, passes);
+                }
                 dev.gpu.queue.submit([encoder.finish()]);
                 submits += 1;
                 if let Some(p) = self.profiler.as_mut().filter(|_| profiled.is_ok()) {
@@ -369,6 +397,9 @@ impl PlanCache {
             }
         })?;
         profiled?;
+        if let Some(t) = self.timer.as_mut().filter(|_| timed) {
+            t.ran(dev, passes)?;
+        }
         self.gpu_busy
             .store(true, std::sync::atomic::Ordering::Release);
         let busy = Arc::clone(&self.gpu_busy);
