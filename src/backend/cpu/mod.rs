@@ -6,6 +6,7 @@
 
 mod cores;
 mod ops;
+mod spare;
 mod strided;
 mod workers;
 
@@ -84,6 +85,8 @@ pub struct CpuBackend {
     pool: Option<workers::Workers>,
     owner: u64,
     quantized_dots: bool,
+    /// Op results and products' temporaries, kept for the next ops.
+    spare: spare::Spare,
 }
 
 impl Default for CpuBackend {
@@ -113,6 +116,7 @@ impl CpuBackend {
             pool,
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             quantized_dots: false,
+            spare: spare::Spare::default(),
         }
     }
 
@@ -191,6 +195,7 @@ impl CpuBackend {
         let settings = ops::Settings {
             threads: self.threads(),
             quantized_dots: self.quantized_dots,
+            spare: &self.spare,
         };
         let values = self.with_sources(graph, id, |srcs| ops::compute(node, srcs, settings))?;
         let buf = cpu_buffer(&dst.buffer)?;
@@ -200,7 +205,9 @@ impl CpuBackend {
             &mut bytemuck::cast_slice_mut(&mut words)[..buf.size],
             dst.offset,
             &values,
-        )
+        )?;
+        self.spare.give(values);
+        Ok(())
     }
 
     /// A copy into a quantized tensor. From one of the same block type the

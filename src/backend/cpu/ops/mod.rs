@@ -12,6 +12,7 @@ pub(crate) mod top_k;
 
 use std::sync::Mutex;
 
+use super::spare::Spare;
 use super::workers::Workers;
 use super::Src;
 use crate::graph::{Node, Op};
@@ -21,14 +22,16 @@ use crate::{Error, Result};
 /// backend does (the fast path: mul_mat's activations quantized for
 /// integer dot products, GELU from an f16 table) or exactly (the
 /// reference).
-#[derive(Clone, Copy, Debug)]
-pub struct Settings {
+#[derive(Clone, Copy)]
+pub struct Settings<'a> {
     pub threads: usize,
     pub quantized_dots: bool,
+    /// Where products take their large buffers from.
+    pub spare: &'a Spare,
 }
 
 /// Computes `node` from its sources.
-pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>> {
+pub fn compute(node: &Node, src: &[Src], settings: Settings<'_>) -> Result<Vec<f32>> {
     let threads = settings.threads;
     let s = |i: usize| {
         src.get(i)
@@ -53,8 +56,8 @@ pub fn compute(node: &Node, src: &[Src], settings: Settings) -> Result<Vec<f32>>
         Op::SoftMax { scale } => softmax::soft_max(s(0)?, src.get(1).copied(), scale, threads),
         Op::Norm { eps } => norm::norm(s(0)?, eps, threads),
         Op::RmsNorm { eps } => norm::rms_norm(s(0)?, eps, threads),
-        Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, threads, settings.quantized_dots),
-        Op::MulMatId => mul_mat::mul_mat_id(s(0)?, s(1)?, s(2)?, threads, settings.quantized_dots),
+        Op::MulMat => mul_mat::mul_mat(s(0)?, s(1)?, settings),
+        Op::MulMatId => mul_mat::mul_mat_id(s(0)?, s(1)?, s(2)?, settings),
         Op::GetRows => get_rows::get_rows(s(0)?, s(1)?, threads),
         Op::Rope(p) => {
             let factors = src.get(2).map(|_| s(2)).transpose()?;

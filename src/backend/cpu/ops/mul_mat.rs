@@ -3,7 +3,7 @@
 //! weights take activations quantized to q8 blocks (ggml's CPU path,
 //! [`q8_dot`]) and f16 weights a vectorized f16 dot ([`f16_dot`]).
 
-use super::{parallel_fill, values_f32, Src};
+use super::{parallel_fill, values_f32, Settings, Src};
 use crate::quant::f16_dot;
 use crate::quant::q8_dot::{self, Q8Row};
 use crate::tensor::Layout;
@@ -29,7 +29,12 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 
 /// `a` `[K, M, A2, A3]` times `b` `[K, N, B2, B3]` gives `[M, N, B2, B3]`:
 /// `out[m, n, i2, i3] = a[:, m, i2 / (B2 / A2), i3 / (B3 / A3)] . b[:, n, i2, i3]`.
-pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<Vec<f32>> {
+pub fn mul_mat(a: Src, b: Src, settings: Settings<'_>) -> Result<Vec<f32>> {
+    let Settings {
+        threads,
+        quantized_dots,
+        spare,
+    } = settings;
     let [k, m, a2, a3] = a.ne();
     let [_, n, b2, b3] = b.ne();
     if m == 0 || n == 0 || b2 * b3 == 0 {
@@ -66,7 +71,7 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
     };
 
     // Work items are (batch, weight row); the result is gathered per batch after.
-    let mut by_row = vec![0.0f32; b2 * b3 * m * n];
+    let mut by_row = spare.overwritable(b2 * b3 * m * n);
     // The q8 loops take rows sixteen or four at a time where the row index
     // (counted over all batches) is a multiple of that: the threads' parts
     // start at multiples of sixteen, so a row's result does not depend on
@@ -133,10 +138,11 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
     // one column, else gathered by output column in parallel (sequential
     // stores; the strided loads stay in cache, where scattered stores over
     // the whole result took 9% of a prompt's time).
+    spare.give(bv);
     if n == 1 {
         return Ok(by_row);
     }
-    let mut out = vec![0.0f32; by_row.len()];
+    let mut out = spare.overwritable(by_row.len());
     parallel_fill(&mut out, m, threads, |first, part| {
         for (item, dst) in part.chunks_exact_mut(m).enumerate() {
             let (batch, j) = ((first + item) / n, (first + item) % n);
@@ -147,6 +153,7 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
         }
         Ok(())
     })?;
+    spare.give(by_row);
     Ok(out)
 }
 
@@ -154,13 +161,8 @@ pub fn mul_mat(a: Src, b: Src, threads: usize, quantized_dots: bool) -> Result<V
 /// T]` gives `[M, n_used, T]`, column `(s, t)` by expert `ids[s, t]`. The
 /// columns that chose an expert go through [`mul_mat`] together, so a
 /// prompt's tokens share their expert's weight reads.
-pub fn mul_mat_id(
-    experts: Src,
-    b: Src,
-    ids: Src,
-    threads: usize,
-    quantized_dots: bool,
-) -> Result<Vec<f32>> {
+pub fn mul_mat_id(experts: Src, b: Src, ids: Src, settings: Settings<'_>) -> Result<Vec<f32>> {
+    let threads = settings.threads;
     let [k, m, n_expert, _] = experts.ne();
     let [_, x, _, _] = b.ne();
     let n_used = ids.ne()[0];
@@ -186,10 +188,11 @@ pub fn mul_mat_id(
         }
         let layout = Layout::contiguous(DType::F32, [k, columns.len(), 1, 1])?;
         let gathered = Src::new(bytemuck::cast_slice(&gathered), 0, layout)?;
-        let product = mul_mat(experts.at_dim2(e)?, gathered, threads, quantized_dots)?;
+        let product = mul_mat(experts.at_dim2(e)?, gathered, settings)?;
         for (&c, column) in columns.iter().zip(product.chunks_exact(m)) {
             out[c * m..][..m].copy_from_slice(column);
         }
+        settings.spare.give(product);
     }
     Ok(out)
 }
