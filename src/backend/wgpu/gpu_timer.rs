@@ -14,12 +14,14 @@
 //! device has timestamp queries; the totals come with the backend's
 //! [`Counters`].
 
+use super::profile::{asked, Stamps};
 use super::Device;
 use crate::backend::Counters;
 use crate::Result;
 
 /// Passes (submissions) of a run that are timed: a run of more is not
-/// timed at all (a long prompt's split of more than 2,000 dispatches).
+/// timed at all (a split of more than about 1,900 dispatches, 64 a
+/// submission after the first few).
 pub const MAX_PASSES: usize = 32;
 /// Runs whose timestamps wait in the resolve buffer before they are read.
 const RING: usize = 64;
@@ -28,10 +30,7 @@ const RING: usize = 64;
 const SLOT_BYTES: u64 = (2 * MAX_PASSES * wgpu::QUERY_SIZE as usize) as u64;
 
 pub struct GpuTimer {
-    queries: wgpu::QuerySet,
-    resolved: wgpu::Buffer,
-    readback: wgpu::Buffer,
-    period_ns: f64,
+    stamps: Stamps,
     /// Passes of each run resolved into the ring and not yet read, by slot.
     pending: Vec<usize>,
     /// Timed runs, busy and span nanoseconds so far.
@@ -42,40 +41,16 @@ impl GpuTimer {
     /// A timer when `wanted` (else when `WGINFER_GPU_TIMER` asks for one)
     /// and the device has timestamp queries.
     pub fn new(dev: &Device, wanted: Option<bool>) -> Option<GpuTimer> {
-        let wanted = wanted
-            .unwrap_or_else(|| std::env::var("WGINFER_GPU_TIMER").is_ok_and(|v| v.trim() != "0"));
-        if !wanted {
+        if !asked(wanted, "WGINFER_GPU_TIMER") {
             return None;
         }
         if !dev.gpu.features.contains(wgpu::Features::TIMESTAMP_QUERY) {
             log::warn!("WGINFER_GPU_TIMER: {} has no timestamp queries", dev.name());
             return None;
         }
-        let device = &dev.gpu.device;
-        let bytes = RING as u64 * SLOT_BYTES;
-        let buffer = |label, usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: bytes,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
+        let (count, bytes) = (2 * MAX_PASSES as u32, RING as u64 * SLOT_BYTES);
         Some(GpuTimer {
-            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("wginfer gpu timer"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2 * MAX_PASSES as u32,
-            }),
-            resolved: buffer(
-                "wginfer gpu timer stamps",
-                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            ),
-            readback: buffer(
-                "wginfer gpu timer readback",
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            ),
-            period_ns: f64::from(dev.gpu.queue.get_timestamp_period()),
+            stamps: Stamps::new(dev, "wginfer gpu timer", count, bytes),
             pending: Vec::with_capacity(RING),
             totals: Counters::default(),
         })
@@ -84,7 +59,7 @@ impl GpuTimer {
     /// The timestamp writes of pass `i` of a timed run.
     pub fn writes(&self, i: usize) -> wgpu::ComputePassTimestampWrites<'_> {
         wgpu::ComputePassTimestampWrites {
-            query_set: &self.queries,
+            query_set: &self.stamps.queries,
             beginning_of_pass_write_index: Some(2 * i as u32),
             end_of_pass_write_index: Some(2 * i as u32 + 1),
         }
@@ -95,7 +70,8 @@ impl GpuTimer {
     pub fn resolve(&self, encoder: &mut wgpu::CommandEncoder, passes: usize) {
         let slot = self.pending.len() as u64;
         let count = 2 * passes as u32;
-        encoder.resolve_query_set(&self.queries, 0..count, &self.resolved, slot * SLOT_BYTES);
+        let s = &self.stamps;
+        encoder.resolve_query_set(&s.queries, 0..count, &s.resolved, slot * SLOT_BYTES);
     }
 
     /// Notes the run just submitted (its timestamps resolved by
@@ -121,27 +97,17 @@ impl GpuTimer {
         }
         let bytes = self.pending.len() as u64 * SLOT_BYTES;
         let mut encoder = dev.gpu.device.create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(&self.resolved, 0, &self.readback, 0, bytes);
+        let s = &self.stamps;
+        encoder.copy_buffer_to_buffer(&s.resolved, 0, &s.readback, 0, bytes);
         dev.gpu.queue.submit([encoder.finish()]);
-        let slice = self.readback.slice(..bytes);
-        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        dev.wait()?;
-        if !matches!(pollster::block_on(rx.receive()), Some(Ok(()))) {
-            return Err(dev.error("reading the GPU timer's timestamps failed"));
-        }
-        {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| dev.error(format!("reading the GPU timer's timestamps: {e}")))?;
-            let stamps: &[u64] = bytemuck::cast_slice(&view);
-            for (slot, &passes) in stamps.chunks_exact(2 * MAX_PASSES).zip(&self.pending) {
-                add_run(&mut self.totals, self.period_ns, &slot[..2 * passes]);
+        let count = self.pending.len() * 2 * MAX_PASSES;
+        let (totals, pending) = (&mut self.totals, &self.pending);
+        let what = "the GPU timer's timestamps";
+        dev.read_timestamps(&s.readback, count, what, |stamps| {
+            for (slot, &passes) in stamps.chunks_exact(2 * MAX_PASSES).zip(pending) {
+                add_run(totals, s.period_ns, &slot[..2 * passes]);
             }
-        }
-        self.readback.unmap();
+        })?;
         self.pending.clear();
         Ok(())
     }

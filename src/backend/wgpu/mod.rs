@@ -259,6 +259,35 @@ impl Device {
         Some(buffer)
     }
 
+    /// Waits for the GPU and hands the first `count` timestamps in
+    /// `readback` (a MAP_READ buffer they were copied into) to `f`; `what`
+    /// names them in errors.
+    fn read_timestamps<R>(
+        &self,
+        readback: &wgpu::Buffer,
+        count: usize,
+        what: &str,
+        f: impl FnOnce(&[u64]) -> R,
+    ) -> Result<R> {
+        let slice = readback.slice(..(count * wgpu::QUERY_SIZE as usize) as u64);
+        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait()?;
+        if !matches!(pollster::block_on(rx.receive()), Some(Ok(()))) {
+            return Err(self.error(format!("reading {what} failed")));
+        }
+        let out = {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| self.error(format!("reading {what}: {e}")))?;
+            f(bytemuck::cast_slice(&view))
+        };
+        readback.unmap();
+        Ok(out)
+    }
+
     /// Blocks until the queue is idle.
     fn wait(&self) -> Result<()> {
         self.gpu

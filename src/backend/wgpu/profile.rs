@@ -37,11 +37,48 @@ pub struct Launch<'a> {
     pub bound: u64,
 }
 
+/// A timestamp query set with the buffers its values are resolved into
+/// and read back from: the perf logger's and the GPU timer's.
+pub struct Stamps {
+    pub queries: wgpu::QuerySet,
+    pub resolved: wgpu::Buffer,
+    pub readback: wgpu::Buffer,
+    pub period_ns: f64,
+}
+
+impl Stamps {
+    /// `count` timestamps, resolved into (and read back from) `bytes`.
+    pub fn new(dev: &Device, label: &str, count: u32, bytes: u64) -> Stamps {
+        let device = &dev.gpu.device;
+        let buffer = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        Stamps {
+            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some(label),
+                ty: wgpu::QueryType::Timestamp,
+                count,
+            }),
+            resolved: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            period_ns: f64::from(dev.gpu.queue.get_timestamp_period()),
+        }
+    }
+}
+
+/// `wanted`, or where that is `None`, whether the environment variable
+/// `var` is set to something other than 0.
+pub fn asked(wanted: Option<bool>, var: &str) -> bool {
+    wanted.unwrap_or_else(|| std::env::var(var).is_ok_and(|v| v.trim() != "0"))
+}
+
 pub struct Profiler {
-    queries: wgpu::QuerySet,
-    resolved: wgpu::Buffer,
-    readback: wgpu::Buffer,
-    period_ns: f64,
+    stamps: Stamps,
     per_kernel: HashMap<String, KernelTime>,
     runs: u64,
 }
@@ -50,9 +87,7 @@ impl Profiler {
     /// A profiler when `wanted` (else when `WGINFER_PERF_LOGGER` asks for
     /// one) and the device can time dispatches.
     pub fn new(dev: &Device, wanted: Option<bool>) -> Option<Profiler> {
-        let wanted = wanted
-            .unwrap_or_else(|| std::env::var("WGINFER_PERF_LOGGER").is_ok_and(|v| v.trim() != "0"));
-        if !wanted {
+        if !asked(wanted, "WGINFER_PERF_LOGGER") {
             return None;
         }
         let inside =
@@ -64,32 +99,10 @@ impl Profiler {
             );
             return None;
         }
-        let device = &dev.gpu.device;
         let count = MAX_DISPATCHES as u32 + 1;
         let bytes = u64::from(count) * wgpu::QUERY_SIZE as u64;
-        let buffer = |label, usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: bytes,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
         Some(Profiler {
-            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("wginfer perf logger"),
-                ty: wgpu::QueryType::Timestamp,
-                count,
-            }),
-            resolved: buffer(
-                "wginfer timestamps",
-                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            ),
-            readback: buffer(
-                "wginfer timestamps readback",
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            ),
-            period_ns: f64::from(dev.gpu.queue.get_timestamp_period()),
+            stamps: Stamps::new(dev, "wginfer perf logger", count, bytes),
             per_kernel: HashMap::new(),
             runs: 0,
         })
@@ -98,46 +111,33 @@ impl Profiler {
     /// Writes the timestamp before dispatch `i` of a submission (`i ==
     /// n`: after the last).
     pub fn stamp(&self, pass: &mut wgpu::ComputePass<'_>, i: usize) {
-        pass.write_timestamp(&self.queries, i as u32);
+        pass.write_timestamp(&self.stamps.queries, i as u32);
     }
 
     /// Copies the `n + 1` timestamps of a submission of `n` dispatches where
     /// [`Profiler::collect`] reads them.
     pub fn resolve(&self, encoder: &mut wgpu::CommandEncoder, n: usize) {
         let count = n as u32 + 1;
-        encoder.resolve_query_set(&self.queries, 0..count, &self.resolved, 0);
+        let s = &self.stamps;
+        encoder.resolve_query_set(&s.queries, 0..count, &s.resolved, 0);
         let bytes = u64::from(count) * wgpu::QUERY_SIZE as u64;
-        encoder.copy_buffer_to_buffer(&self.resolved, 0, &self.readback, 0, bytes);
+        encoder.copy_buffer_to_buffer(&s.resolved, 0, &s.readback, 0, bytes);
     }
 
     /// Waits for a submitted batch and adds each dispatch's time to its kernel.
     pub fn collect(&mut self, dev: &Device, launches: &[Launch<'_>]) -> Result<()> {
-        let bytes = (launches.len() as u64 + 1) * wgpu::QUERY_SIZE as u64;
-        let slice = self.readback.slice(..bytes);
-        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        dev.wait()?;
-        if !matches!(pollster::block_on(rx.receive()), Some(Ok(()))) {
-            return Err(dev.error("reading the perf logger's timestamps failed"));
-        }
-        {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| dev.error(format!("reading the perf logger's timestamps: {e}")))?;
-            let stamps: &[u64] = bytemuck::cast_slice(&view);
+        let what = "the perf logger's timestamps";
+        let (per_kernel, period_ns) = (&mut self.per_kernel, self.stamps.period_ns);
+        dev.read_timestamps(&self.stamps.readback, launches.len() + 1, what, |stamps| {
             for (launch, pair) in launches.iter().zip(stamps.windows(2)) {
                 let [x, y, z] = launch.workgroups;
                 let name = format!("{} [{x}x{y}x{z}]", launch.kernel);
-                let t = self.per_kernel.entry(name).or_default();
+                let t = per_kernel.entry(name).or_default();
                 t.launches += 1;
-                t.ns += pair[1].saturating_sub(pair[0]) as f64 * self.period_ns;
+                t.ns += pair[1].saturating_sub(pair[0]) as f64 * period_ns;
                 t.bound += launch.bound;
             }
-        }
-        self.readback.unmap();
-        Ok(())
+        })
     }
 
     /// Counts one run of a split.
