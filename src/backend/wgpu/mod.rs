@@ -15,6 +15,7 @@ mod ops;
 mod params;
 mod plan;
 mod profile;
+mod tunable;
 
 pub use buffer::WgpuBuffer;
 pub use gpu::{list_adapters, AdapterChoice, AdapterSummary};

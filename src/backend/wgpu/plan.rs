@@ -194,12 +194,8 @@ impl PlanCache {
             Some(t) => t.totals(dev)?,
             None => crate::backend::Counters::default(),
         };
-        Ok(crate::backend::Counters {
-            gpu_timed_runs: timed.gpu_timed_runs,
-            gpu_busy_ns: timed.gpu_busy_ns,
-            gpu_span_ns: timed.gpu_span_ns,
-            ..self.totals
-        })
+        // The timer counts only GPU time, the totals only launches.
+        Ok(self.totals + timed)
     }
 
     /// GPU time per kernel so far, when profiling.

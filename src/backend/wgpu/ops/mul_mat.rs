@@ -29,7 +29,7 @@ mod vec_bodies;
 mod vec_cast;
 
 use coop::{
-    cast_activations, casts, coop_fits, coop_narrow_below, COOP_ENABLES, COOP_TILE, COOP_WG,
+    cast_activations, casts, coop_fits, COOP_ENABLES, COOP_NARROW_BELOW, COOP_TILE, COOP_WG,
     MM_COOP,
 };
 pub use fits::{ahead_fits, norm_fits, residual_fits, silu_mul_fits, softmax_fits};
@@ -198,7 +198,7 @@ fn plan(dev: &Device, graph: &Graph, id: TensorId) -> Option<(Kind, u32, [u32; 4
         .saturating_mul(b3);
     let kind = if n > VEC_MAX_COLS && coop_fits(dev) {
         Kind::Coop {
-            narrow: big_tiles < coop_narrow_below(),
+            narrow: big_tiles < COOP_NARROW_BELOW.get(),
         }
     } else if n > VEC_MAX_COLS && tiles_fit(dev) {
         Kind::Tiled {

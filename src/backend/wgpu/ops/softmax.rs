@@ -24,8 +24,13 @@ const MASK: &[&str] = &[READ_AS_IS, ADD_MASK, SOFT_MAX];
 const CAUSAL: &[&str] = &[READ_CAUSAL, ADD_NOTHING, SOFT_MAX];
 /// Values each invocation holds of a row read once (`CACHE` in
 /// softmax.wgsl); longer rows are read in each of the three passes.
-const CACHED_PER_INVOCATION: u32 = 4;
-const CACHED: &str = "const CACHE: u32 = 4u;\n";
+macro_rules! cached_per_invocation {
+    () => {
+        4
+    };
+}
+const CACHED_PER_INVOCATION: u32 = cached_per_invocation!();
+const CACHED: &str = concat!("const CACHE: u32 = ", cached_per_invocation!(), "u;\n");
 const LOOPED: &str = "const CACHE: u32 = 0u;\n";
 
 pub fn supports(graph: &Graph, id: TensorId) -> bool {

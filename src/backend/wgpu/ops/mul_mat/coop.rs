@@ -7,6 +7,7 @@ use super::{key, OpEncoder, MM_TILES};
 use crate::backend::wgpu::ops::decoders::units_per_row;
 use crate::backend::wgpu::params::{Params, TensorParams};
 use crate::backend::wgpu::plan::{Binding, Dispatch};
+use crate::backend::wgpu::tunable::Tunable;
 use crate::backend::wgpu::{Device, Reduction};
 use crate::graph::{Graph, TensorId};
 
@@ -85,19 +86,8 @@ pub(super) const COOP_TILE: usize = 128;
 /// H100, pp512 of the 135M shape 45-47k -> 50-51k tok/s with every
 /// product narrow, the 1B shape's unchanged below 264 tiles, the 8B
 /// shape's 6,500-6,600 -> 5,470 with its 128- and 192-tile products narrow).
-const COOP_NARROW_BELOW: usize = 128;
-
-/// [`COOP_NARROW_BELOW`], or `WGINFER_COOP_NARROW_BELOW` (a tile count),
-/// for tuning on new devices.
-pub(super) fn coop_narrow_below() -> usize {
-    static BELOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BELOW.get_or_init(|| {
-        std::env::var("WGINFER_COOP_NARROW_BELOW")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(COOP_NARROW_BELOW)
-    })
-}
+/// `WGINFER_COOP_NARROW_BELOW` (a tile count) tunes it.
+pub(super) static COOP_NARROW_BELOW: Tunable = Tunable::new("WGINFER_COOP_NARROW_BELOW", 128);
 pub(super) const COOP_WG: u32 = 256;
 const COOP_SHARED: u32 = 2 * 128 * 72 * 2 + 8 * 256 * 4 + COOP_WG * 4;
 
@@ -124,18 +114,8 @@ pub(super) fn cast_off() -> bool {
 /// they are: each workgroup of a column reads its activations once per
 /// row tile, so with one tile (the attention's V times its weights, a
 /// head's 64-128 rows) the cast only adds a pass over them.
-const CAST_MIN_ROW_TILES: usize = 2;
-
-/// [`CAST_MIN_ROW_TILES`], or `WGINFER_COOP_CAST_MIN_TILES`, for tuning.
-fn cast_min_row_tiles() -> usize {
-    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| {
-        std::env::var("WGINFER_COOP_CAST_MIN_TILES")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(CAST_MIN_ROW_TILES)
-    })
-}
+/// `WGINFER_COOP_CAST_MIN_TILES` tunes it.
+static CAST_MIN_ROW_TILES: Tunable = Tunable::new("WGINFER_COOP_CAST_MIN_TILES", 2);
 
 /// The invocations (one per unit and column) and scratch bytes of the
 /// cast of activations `b`, when they fit the kernel's indices and a
@@ -173,7 +153,7 @@ pub(super) fn cast_activations(
     // A folded silu x up needs the cast; otherwise it pays only where
     // several row tiles read each activation.
     let row_tiles = enc.graph.layout(a).ne[1].div_ceil(COOP_TILE);
-    if cast_off() || (up.is_none() && row_tiles < cast_min_row_tiles()) {
+    if cast_off() || (up.is_none() && row_tiles < CAST_MIN_ROW_TILES.get()) {
         return None;
     }
     let (invocations, bytes) = cast_size(enc.device, enc.graph, b)?;

@@ -3,6 +3,7 @@
 //! before it), and how many repeated activation loads such a fold may cost.
 
 use super::{casts, plan, Kind, VEC_ROWS};
+use crate::backend::wgpu::tunable::Tunable;
 use crate::backend::wgpu::Device;
 use crate::graph::{Graph, Op, TensorId};
 use crate::DType;
@@ -65,20 +66,8 @@ pub fn ahead_fits(
 /// workgroup of four rows recomputes its columns' activations): up to here
 /// a saved dispatch is worth more than the repeated loads (an H200 decodes
 /// the 135M shape, whose largest fold loads 2^19, 8% faster with folds; the
-/// 8B shape, at 2^23 to 2^25, 7% slower).
-const FOLD_MAX_LOADS: usize = 1 << 22;
-
-/// [`FOLD_MAX_LOADS`], or `WGINFER_FOLD_MAX_LOADS` (a count of loads), for
-/// tuning on new devices.
-fn fold_max_loads() -> usize {
-    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        std::env::var("WGINFER_FOLD_MAX_LOADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(FOLD_MAX_LOADS)
-    })
-}
+/// 8B shape, at 2^23 to 2^25, 7% slower). `WGINFER_FOLD_MAX_LOADS` tunes it.
+static FOLD_MAX_LOADS: Tunable = Tunable::new("WGINFER_FOLD_MAX_LOADS", 1 << 22);
 
 /// Whether the activations of the mat-vec `mm` are cheap enough to
 /// recompute in each of its workgroups. A `deferred` norm's fold loads
@@ -88,7 +77,7 @@ fn fold_max_loads() -> usize {
 fn fold_is_cheap(graph: &Graph, mm: TensorId, deferred: bool) -> bool {
     let [k, m, _, _] = graph.layout(graph.node(mm).src[0]).ne;
     let loads = m.div_ceil(VEC_ROWS).saturating_mul(k);
-    let limit = fold_max_loads();
+    let limit = FOLD_MAX_LOADS.get();
     let limit = if deferred {
         limit.saturating_mul(7) / 5
     } else {
