@@ -20,6 +20,8 @@ var<workgroup> qs: array<f32, MAX_D>;
 var<workgroup> ps: array<f32, WG>;
 // Paired V: each invocation's sums of two dims over its share of a tile's keys.
 var<workgroup> vsums: array<vec2<f32>, WG>;
+// Keys of the current tile up to the last one the query sees (0: none).
+var<workgroup> live: u32;
 
 // Query . key j, two dims per load when K is paired (p.z.z bit 0).
 fn score(kb: u32, d: u32) -> f32 {
@@ -114,9 +116,23 @@ fn main(ids: Ids) {
     var acc1 = 0.0;
     for (var t0 = first; t0 < n_kv; t0 += WG) {
         let j = t0 + ids.lid;
-        var s = NEG_INF;
+        var mk = NEG_INF;
         if (j < n_kv) {
-            s = score(addr(p.b, vec4<u32>(0u, j, hk, 0u)), d) * scale + mask_at(j, iq);
+            mk = mask_at(j, iq);
+        }
+        // The tile's keys up to the last one the query sees: a decode step's
+        // cache is padded past its position, and those keys would weigh 0.
+        let seen = wg_max(select(0.0, f32(ids.lid + 1u), mk > NEG_INF), ids);
+        if (ids.lid == 0u) {
+            live = u32(seen);
+        }
+        let n = workgroupUniformLoad(&live);
+        if (n == 0u) {
+            continue;
+        }
+        var s = mk;
+        if (mk > NEG_INF) {
+            s = score(addr(p.b, vec4<u32>(0u, j, hk, 0u)), d) * scale + mk;
         }
         let m_new = max(m, wg_max(s, ids));
         // While every key so far is masked there is nothing to weigh.
@@ -129,7 +145,6 @@ fn main(ids: Ids) {
         l = l * alpha + wg_sum(pj, ids);
         ps[ids.lid] = pj;
         workgroupBarrier();
-        let n = min(WG, n_kv - t0);
         var s0 = 0.0;
         var s1 = 0.0;
         if ((p.z.z & 2u) != 0u) {

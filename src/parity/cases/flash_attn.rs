@@ -31,6 +31,9 @@ fn shapes() -> Vec<Attention> {
         (128, 8, 8, 300, 70, 300),
         (80, 4, 1, 45, 9, 45),
         (64, 4, 4, 256, 20, 90),
+        // A decode step early in a padded cache: one split, a tile partly
+        // seen and one no query sees.
+        (64, 9, 3, 256, 1, 70),
     ] {
         for kv_type in [DType::F16, DType::F32] {
             for (masked, v_transposed) in [(true, true), (false, false)] {
