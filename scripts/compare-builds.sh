@@ -20,17 +20,9 @@ set -euo pipefail
 BEFORE="${1:?usage: compare-builds.sh BEFORE_DIR AFTER_DIR [OUT_DIR]}"
 AFTER="${2:?usage: compare-builds.sh BEFORE_DIR AFTER_DIR [OUT_DIR]}"
 OUT="${3:-compare-out}"
-SHAPES="${SHAPES:-smollm2-135m 1b 8b}"
-P="${P:-512}"
-N="${N:-128}"
 ROUNDS="${ROUNDS:-2}"
-mkdir -p "$OUT"
-
-field() { grep -oE "\"$1\": [^,}]*" "$2" | head -n 1 | sed 's/.*: //'; }
-
-for shape in $SHAPES; do
-    "$BEFORE/synthetic" "$shape" "$OUT/$shape.gguf" > /dev/null
-done
+. "$(dirname "$0")/bench-common.sh"
+write_shapes "$BEFORE" "$OUT"
 
 for shape in $SHAPES; do
     echo "== $shape: pp$P tg$N gen$N tok/s, dispatches per token"

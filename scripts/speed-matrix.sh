@@ -17,16 +17,8 @@
 set -euo pipefail
 BUILD="${1:?usage: speed-matrix.sh BUILD_DIR [OUT_DIR]}"
 OUT="${2:-speed-matrix-out}"
-SHAPES="${SHAPES:-smollm2-135m 1b 8b}"
-P="${P:-512}"
-N="${N:-128}"
-mkdir -p "$OUT"
-
-field() { grep -oE "\"$1\": [^,}]*" "$2" | head -n 1 | sed 's/.*: //'; }
-
-for shape in $SHAPES; do
-    "$BUILD/synthetic" "$shape" "$OUT/$shape.gguf" > /dev/null
-done
+. "$(dirname "$0")/bench-common.sh"
+write_shapes "$BUILD" "$OUT"
 
 for shape in $SHAPES; do
     echo "== $shape: pp$P tg$N gen$N tok/s, dispatches per token"
